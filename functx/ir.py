@@ -1,0 +1,257 @@
+"""The intermediate representation: abstract values, variables, equations and traces.
+
+A :class:`Trace` is functx's jaxpr: a list of equations, each one primitive applied to
+input atoms (variables or literals) with hashable parameters, producing output variables.
+Everything here is immutable; a trace prints as a readable listing::
+
+    { lambda ; a:f64[3]. let
+        b:f64[3] = sin a
+        c:f64[] = reduce_sum[axes=(0,)] b
+      in (c,) }
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterable, Sequence
+
+import attrs
+import numpy as np
+
+_SHORT_DTYPE = {
+    "float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "bool": "bool", "complex64": "c64", "complex128": "c128",
+}
+
+
+def short_dtype(dtype: np.dtype) -> str:
+    """The short name of a dtype used in listings (``f32``, ``i64``, ``bool``...)."""
+    return _SHORT_DTYPE.get(dtype.name, dtype.name)
+
+
+def _to_shape(shape: Iterable[int]) -> tuple[int, ...]:
+    return tuple(int(d) for d in shape)
+
+
+@attrs.frozen(slots=True, repr=False)
+class AbstractArray:
+    """The abstract value of an array: its shape, dtype and weak-type flag.
+
+    ``weak_type`` marks values that came from Python scalars: they take the dtype of the
+    other operand in binary operations, as in NumPy 2 and JAX.
+
+    Example:
+        >>> AbstractArray((3, 4), np.float32)
+        f32[3,4]
+    """
+
+    shape: tuple[int, ...] = attrs.field(converter=_to_shape)
+    dtype: np.dtype = attrs.field(converter=np.dtype)
+    weak_type: bool = False
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def update(self, **changes: Any) -> "AbstractArray":
+        """A copy with some fields replaced."""
+        return attrs.evolve(self, **changes)
+
+    def str_short(self) -> str:
+        weak = "~" if self.weak_type else ""
+        return f"{weak}{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = __str__ = str_short
+
+
+ShapeDtype = AbstractArray
+
+
+def abstractify(x: Any) -> AbstractArray:
+    """The abstract value of an array, a Python scalar, or anything with shape and dtype."""
+    aval = getattr(x, "aval", None)
+    if isinstance(aval, AbstractArray):
+        return aval
+    if isinstance(x, AbstractArray):
+        return x
+    if isinstance(x, (bool, int, float, complex)):
+        return AbstractArray((), np.asarray(x).dtype, weak_type=True)
+    return AbstractArray(x.shape, x.dtype)
+
+
+@attrs.define(slots=True, eq=False, repr=False)
+class Var:
+    """A variable of a trace, compared by identity. Its name is given when printed."""
+
+    aval: AbstractArray
+
+    def __repr__(self) -> str:
+        return f"Var({self.aval})"
+
+
+@attrs.frozen(slots=True, eq=False, repr=False)
+class Literal:
+    """A scalar constant written into a trace (from a Python scalar or 0-d array)."""
+
+    value: Any
+    aval: AbstractArray
+
+    def __repr__(self) -> str:
+        v = np.asarray(self.value).item()
+        return f"{v}:{self.aval}"
+
+
+Atom = Var | Literal
+
+
+@attrs.frozen(slots=True, repr=False)
+class SourceInfo:
+    """Where, in the user's code, an equation was recorded."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} ({self.function})"
+
+    __repr__ = __str__
+
+
+@attrs.frozen(slots=True, eq=False, repr=False)
+class Eqn:
+    """One primitive applied to input atoms, producing output variables.
+
+    ``params`` is a dict of hashable values; treat it as read-only.
+    """
+
+    prim: Any  # functx.registry.Primitive
+    inputs: tuple
+    params: dict
+    outputs: tuple
+    source: SourceInfo | None = None
+
+    def __repr__(self) -> str:
+        return _Printer().eqn(self, "")
+
+
+@attrs.frozen(slots=True, eq=False, repr=False)
+class Trace:
+    """A traced function: inputs, constants (with values), equations and outputs.
+
+    ``const_values[i]`` is the value of ``const_vars[i]``; outputs may be variables or
+    literals. Print it to read it; :func:`typecheck` verifies it.
+    """
+
+    in_vars: tuple
+    const_vars: tuple
+    const_values: tuple
+    eqns: tuple
+    outputs: tuple
+
+    @property
+    def in_avals(self) -> tuple[AbstractArray, ...]:
+        return tuple(v.aval for v in self.in_vars)
+
+    @property
+    def out_avals(self) -> tuple[AbstractArray, ...]:
+        return tuple(v.aval for v in self.outputs)
+
+    def __str__(self) -> str:
+        return _Printer().trace(self, "")
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / notebooks
+        p.text(str(self))
+
+
+def _names() -> Iterable[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in itertools.count(1):
+        for combo in itertools.product(letters, repeat=n):
+            yield "".join(combo)
+
+
+class _Printer:
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.gen = _names()
+
+    def var(self, v: Any) -> str:
+        if isinstance(v, Literal):
+            return repr(v)
+        name = self.names.get(id(v))
+        if name is None:
+            name = self.names[id(v)] = next(self.gen)
+        return name
+
+    def binder(self, v: Var) -> str:
+        return f"{self.var(v)}:{v.aval}"
+
+    def param(self, value: Any, indent: str) -> str:
+        if isinstance(value, Trace):
+            return "\n" + self.trace(value, indent + "    ")
+        if isinstance(value, np.dtype):
+            return value.name
+        if isinstance(value, type) and issubclass(value, np.generic):
+            return np.dtype(value).name
+        return repr(value)
+
+    def eqn(self, e: Eqn, indent: str) -> str:
+        outs = " ".join(self.binder(v) for v in e.outputs)
+        params = ""
+        if e.params:
+            params = "[" + " ".join(f"{k}={self.param(v, indent)}" for k, v in e.params.items()) + "]"
+        args = " ".join(self.var(a) for a in e.inputs)
+        return f"{outs} = {e.prim.name}{params} {args}".rstrip()
+
+    def trace(self, t: Trace, indent: str) -> str:
+        consts = " ".join(self.binder(v) for v in t.const_vars)
+        ins = " ".join(self.binder(v) for v in t.in_vars)
+        lines = [f"{indent}{{ lambda {consts}{' ' if consts else ''}; {ins}. let"]
+        lines += [f"{indent}    {self.eqn(e, indent + '    ')}" for e in t.eqns]
+        outs = ", ".join(self.var(v) for v in t.outputs)
+        lines.append(f"{indent}  in ({outs}{',' if len(t.outputs) == 1 else ''}) }}")
+        return "\n".join(lines)
+
+
+def typecheck(trace: Trace) -> None:
+    """Re-run abstract evaluation over ``trace`` and check every variable's type.
+
+    Raises:
+        FunctxError: a variable is used before it is defined, or an equation's output types
+            differ from what its primitive's abstract-eval rule says.
+    """
+    from functx.errors import FunctxError
+
+    defined = {id(v) for v in (*trace.in_vars, *trace.const_vars)}
+
+    def check_atom(a: Any, where: str) -> AbstractArray:
+        if isinstance(a, Var) and id(a) not in defined:
+            raise FunctxError(f"Trace type error: {where} uses a variable of type {a.aval} "
+                              "before it is defined.")
+        return a.aval
+
+    for e in trace.eqns:
+        where = f"equation `{e!r}`"
+        avals = [check_atom(a, where) for a in e.inputs]
+        out = e.prim.abstract_eval(*avals, **e.params)
+        out = tuple(out) if e.prim.multiple_results else (out,)
+        got = tuple(v.aval for v in e.outputs)
+        if tuple((a.shape, a.dtype) for a in out) != tuple((a.shape, a.dtype) for a in got):
+            raise FunctxError(f"Trace type error: {where} declares outputs {list(got)} but "
+                              f"the abstract-eval rule of {e.prim.name} gives {list(out)}.")
+        defined.update(id(v) for v in e.outputs)
+    for a in trace.outputs:
+        check_atom(a, "the trace's output list")
+
+
+def as_tuple(x: Any) -> tuple:
+    """``x`` as a tuple (sequences are converted, anything else wrapped)."""
+    return tuple(x) if isinstance(x, Sequence) and not isinstance(x, str) else (x,)

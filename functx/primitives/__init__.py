@@ -1,0 +1,13 @@
+"""Primitive families. Importing this package registers every built-in primitive.
+
+Each module holds one family; each primitive's whole definition (shape rule, impls, VJP,
+and later JVP and batching rules) reads in one place, next to its ``bind`` wrapper.
+"""
+from functx.primitives import (  # noqa: F401  (import order matters only for readability)
+    elementwise,
+    reduction,
+    shape,
+    indexing,
+    linalg,
+    misc,
+)

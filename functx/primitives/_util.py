@@ -1,0 +1,85 @@
+"""Shared helpers for writing primitive rules: shape checks and gradient plumbing."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from functx.errors import DTypeError, ShapeError
+from functx.ir import AbstractArray
+
+
+def fmt(avals: Sequence[Any]) -> str:
+    """``f32[3,4], f32[4]`` for a list of abstract values."""
+    return ", ".join(str(a) for a in avals)
+
+
+def broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy broadcasting of ``shapes``.
+
+    Raises:
+        ShapeError: the shapes do not broadcast; the message names ``name`` and the shapes.
+    """
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return shapes[0]
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        dims = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise ShapeError(
+                f"{name}: shapes {', '.join(map(str, shapes))} cannot be broadcast together "
+                f"(axis {i - ndim} has sizes {sorted(dims)}). Make the sizes equal, or insert "
+                "size-1 axes (x[:, None]) where you mean to broadcast.")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def same_dtypes(name: str, *avals: AbstractArray) -> np.dtype:
+    """The common dtype of ``avals``, which must all be equal at the primitive level.
+
+    Raises:
+        DTypeError: they differ; functx.numpy promotes dtypes, primitives do not.
+    """
+    dt = avals[0].dtype
+    for a in avals[1:]:
+        if a.dtype != dt:
+            raise DTypeError(
+                f"{name} needs operands of one dtype but got {fmt(avals)}. The primitive does "
+                "not promote: use the functx.numpy function (which promotes as NumPy does) or "
+                "convert first with x.astype(dtype).")
+    return dt
+
+
+def require_dtype_kind(name: str, aval: AbstractArray, kinds: str, what: str) -> None:
+    """Check ``aval.dtype.kind`` is one of ``kinds`` ('f' float, 'c' complex, 'i' int, ...).
+
+    Raises:
+        DTypeError: naming the primitive, the operand and what dtype it needs.
+    """
+    if aval.dtype.kind not in kinds:
+        raise DTypeError(f"{name} needs {what} operands but got {aval}. Convert it with "
+                         f"x.astype(...) first.")
+
+
+def is_float(aval: Any) -> bool:
+    return np.dtype(aval.dtype).kind in "fc" or aval.dtype.name == "bfloat16"
+
+
+def normalize_axes(name: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]:
+    """Axes made non-negative and checked to be in range and distinct.
+
+    Raises:
+        ShapeError: an axis is out of range or repeated.
+    """
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ShapeError(f"{name}: axis {a} is out of range for an array of rank {ndim}; "
+                             f"use an axis in [{-ndim}, {ndim}).")
+        a = a % ndim if ndim else 0
+        if a in out:
+            raise ShapeError(f"{name}: axis {a} is repeated in {tuple(axes)}.")
+        out.append(a)
+    return tuple(out)

@@ -1,0 +1,1 @@
+"""Indexing primitives: gather, scatter-add, dynamic_slice (filled in below)."""

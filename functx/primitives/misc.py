@@ -1,0 +1,29 @@
+"""Identity-like primitives: stop_gradient."""
+from __future__ import annotations
+
+from typing import Any
+
+from functx.registry import Primitive
+from functx.tracing import bind
+
+stop_gradient_p = Primitive("stop_gradient")
+stop_gradient_p.def_abstract_eval(lambda x: x)
+stop_gradient_p.def_impl(lambda xp, x: x)
+stop_gradient_p.def_zero_vjp()
+
+
+def stop_gradient(x: Any) -> Any:
+    """``x`` unchanged, but gradients do not flow through it.
+
+    Args:
+        x: an array (or pytree of arrays).
+
+    Returns:
+        The same values; ``grad`` treats them as constants.
+
+    Example:
+        >>> fx.grad(lambda x: x * fx.stop_gradient(x))(3.0)   # 3.0, not 6.0
+    """
+    from functx import tree
+
+    return tree.map(lambda leaf: bind(stop_gradient_p, leaf), x)

@@ -1,0 +1,211 @@
+"""Primitives and the central registry of their rules.
+
+A :class:`Primitive` holds, in one object, everything every transform needs to know about
+one operation:
+
+* ``abstract_eval(*avals, **params)``: the shape/dtype rule (returns an AbstractArray, or a
+  tuple of them for a primitive with ``multiple_results``); it raises functx errors for bad
+  input, so shapes are checked at trace time;
+* ``impl``: implementations per backend. A ``"generic"`` rule ``fn(xp, *arrays, **params)`` is
+  written once against the array-module interface and serves NumPy and CuPy alike; a backend
+  may override it (``def_impl(fn, backend="cuda")``);
+* ``vjp``: the reverse-mode rule ``fn(ct, ins, out, **params) -> tuple`` of one cotangent (or
+  None for a zero) per input. It declares the residuals it needs (``save_inputs``,
+  ``save_output``); ``ins[i]``/``out`` hold values where declared and only the abstract value
+  (which has ``.shape``/``.dtype``/``.ndim``) elsewhere, so the backward pass keeps nothing else
+  alive. Rules are written with functx operations, so they are differentiable themselves;
+* ``jvp`` and ``batch``: forward-mode and batching rules (later transforms fill these in).
+
+Users define their own primitives with the same API the library uses::
+
+    square_p = Primitive("square")
+    square_p.def_abstract_eval(lambda x: x)
+    square_p.def_impl(lambda xp, x: x * x)
+    square_p.def_vjp(lambda ct, ins, out: (2 * ins[0] * ct,), save_inputs=(0,))
+    square = square_p.bind
+
+``python -m functx.registry`` prints which rules every primitive has.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Iterable
+
+from functx.errors import FunctxError, MissingRuleError
+
+RULE_KINDS = ("abstract_eval", "impl[cpu]", "impl[cuda]", "vjp", "jvp", "batch")
+
+
+class Primitive:
+    """One operation of the IR with all of its rules. See the module docstring."""
+
+    __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
+                 "save_inputs", "save_output", "jvp", "batch", "_impl_cache", "__weakref__")
+
+    def __init__(self, name: str, *, multiple_results: bool = False,
+                 registry: "Registry | None" = None) -> None:
+        """Create a primitive and register it (in the global registry unless given one).
+
+        Raises:
+            FunctxError: a primitive of that name is already registered.
+        """
+        self.name = name
+        self.multiple_results = multiple_results
+        self.abstract_eval: Callable | None = None
+        self.impls: dict[str, Callable] = {}
+        self.vjp: Callable | None = None
+        self.save_inputs: tuple[int, ...] | bool = ()
+        self.save_output = False
+        self.jvp: Callable | None = None
+        self.batch: Callable | None = None
+        self._impl_cache: dict[str, Callable] = {}
+        (registry or REGISTRY).register(self)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    # -- rule registration (each returns the rule so it can be used as a decorator) --
+    def def_abstract_eval(self, fn: Callable) -> Callable:
+        self.abstract_eval = fn
+        return fn
+
+    def def_impl(self, fn: Callable | None = None, *, backend: str = "generic") -> Any:
+        if fn is None:
+            return functools.partial(self.def_impl, backend=backend)
+        self.impls[backend] = fn
+        self._impl_cache.clear()
+        return fn
+
+    def def_vjp(self, fn: Callable | None = None, *, save_inputs: Iterable[int] | bool = (),
+                save_output: bool = False) -> Any:
+        """Register the VJP rule and the residuals it needs.
+
+        Args:
+            fn: ``fn(ct, ins, out, **params)``; returns a tuple with one entry per input.
+            save_inputs: indices of the inputs whose values the rule reads (True: all).
+            save_output: whether the rule reads the output value(s).
+        """
+        if fn is None:
+            return functools.partial(self.def_vjp, save_inputs=save_inputs,
+                                     save_output=save_output)
+        self.vjp = fn
+        self.save_inputs = save_inputs if isinstance(save_inputs, bool) else tuple(save_inputs)
+        self.save_output = bool(save_output)
+        return fn
+
+    def def_zero_vjp(self) -> None:
+        """Declare that the output does not depend differentiably on any input."""
+        self.def_vjp(_zero_vjp)
+
+    def def_jvp(self, fn: Callable) -> Callable:
+        self.jvp = fn
+        return fn
+
+    def def_batch(self, fn: Callable) -> Callable:
+        self.batch = fn
+        return fn
+
+    @property
+    def has_zero_vjp(self) -> bool:
+        return self.vjp is _zero_vjp
+
+    def saved_input_indices(self, n_inputs: int) -> tuple[int, ...]:
+        s = self.save_inputs
+        if s is True:
+            return tuple(range(n_inputs))
+        return () if s is False else s
+
+    def impl_for(self, backend_name: str) -> Callable:
+        """The implementation to run on a backend (its own rule, else the generic one).
+
+        Raises:
+            MissingRuleError: the primitive has no implementation for that backend.
+        """
+        fn = self._impl_cache.get(backend_name)
+        if fn is None:
+            fn = self.impls.get(backend_name) or self.impls.get("generic")
+            if fn is None:
+                raise MissingRuleError(
+                    f"Primitive {self.name} has no implementation for the {backend_name} "
+                    f"backend. Register one with {self.name}_p.def_impl(fn, "
+                    f"backend={backend_name!r}) or a generic one with def_impl(fn).")
+            self._impl_cache[backend_name] = fn
+        return fn
+
+    def bind(self, *args: Any, **params: Any) -> Any:
+        """Apply the primitive: run it eagerly, or record it in the active trace."""
+        from functx.tracing import bind
+
+        return bind(self, *args, **params)
+
+
+def _zero_vjp(ct: Any, ins: tuple, out: Any, **params: Any) -> tuple:
+    return (None,) * len(ins)
+
+
+class Registry:
+    """Every primitive by name, and the table of which rules each one has."""
+
+    def __init__(self) -> None:
+        self.primitives: dict[str, Primitive] = {}
+
+    def register(self, prim: Primitive) -> None:
+        if prim.name in self.primitives:
+            raise FunctxError(f"A primitive called {prim.name!r} is already registered; "
+                              "choose another name for the new primitive.")
+        self.primitives[prim.name] = prim
+
+    def __getitem__(self, name: str) -> Primitive:
+        return self.primitives[name]
+
+    def __iter__(self):
+        return iter(self.primitives.values())
+
+    def __len__(self) -> int:
+        return len(self.primitives)
+
+    def coverage(self) -> dict[str, dict[str, str]]:
+        """For each primitive, each rule kind -> "yes", "generic", "zero" or "" (missing)."""
+        table = {}
+        for p in self.primitives.values():
+            table[p.name] = {
+                "abstract_eval": "yes" if p.abstract_eval else "",
+                "impl[cpu]": "yes" if "cpu" in p.impls else ("generic" if "generic" in p.impls else ""),
+                "impl[cuda]": "yes" if "cuda" in p.impls else ("generic" if "generic" in p.impls else ""),
+                "vjp": ("zero" if p.has_zero_vjp else "yes") if p.vjp else "",
+                "jvp": "yes" if p.jvp else "",
+                "batch": "yes" if p.batch else "",
+            }
+        return table
+
+    def missing(self, kinds: Iterable[str] = ("abstract_eval", "impl[cpu]", "vjp")) -> list[str]:
+        """``"prim: rule"`` for every required rule that some primitive lacks."""
+        return [f"{name}: {k}" for name, row in self.coverage().items() for k in kinds
+                if not row[k]]
+
+    def coverage_table(self) -> str:
+        """The coverage table as aligned text, one primitive a row."""
+        rows = self.coverage()
+        width = max([len(n) for n in rows] + [9])
+        head = f"{'primitive':<{width}}  " + "  ".join(f"{k:<13}" for k in RULE_KINDS)
+        lines = [head, "-" * len(head)]
+        for name in sorted(rows):
+            cells = "  ".join(f"{(rows[name][k] or '-'):<13}" for k in RULE_KINDS)
+            lines.append(f"{name:<{width}}  {cells}")
+        return "\n".join(lines)
+
+
+REGISTRY = Registry()
+
+
+def main() -> None:
+    import functx  # noqa: F401  (loads every primitive family)
+    from functx.registry import REGISTRY as registry  # not __main__'s copy
+
+    print(registry.coverage_table())
+    print(f"\n{len(registry)} primitives; missing required rules: "
+          f"{registry.missing() or 'none'}")
+
+
+if __name__ == "__main__":
+    main()

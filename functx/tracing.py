@@ -1,0 +1,642 @@
+"""Tracing: tracers, trace builders, ``bind``, ``make_trace`` and ``eval_shape``.
+
+Every operation goes through :func:`bind`. With no tracer among its arguments it runs the
+primitive's implementation on the arguments' backend (eager mode). Otherwise it records an
+equation into the innermost active builder that owns one of the arguments; values from
+outer levels become constants of the inner trace, so nested transforms compose.
+
+There are two kinds of builder:
+
+* an *abstract* builder (``make_trace``, ``eval_shape``, ``vmap``, ``jit``) gives its tracers
+  only a shape and dtype; asking for their value raises :class:`ConcretizationError`;
+* a *concrete* builder (``grad``, ``vjp``) also computes each value as it records it, so
+  Python control flow on values works, and keeps exactly the residuals that each
+  primitive's VJP rule declares (other intermediates are freed as the user's code drops them).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from functx import backends
+from functx.errors import ConcretizationError, FunctxError, TracerLeakError
+from functx.ir import AbstractArray, Eqn, Literal, SourceInfo, Trace, Var, abstractify
+from functx.registry import Primitive
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# ----------------------------------------------------------------------------------------
+# Where in the user's code are we?
+
+_internal_code: dict[Any, bool] = {}
+
+
+def _is_internal(code: Any) -> bool:
+    r = _internal_code.get(code)
+    if r is None:
+        fn = code.co_filename
+        r = _internal_code[code] = (fn.startswith(_PKG_DIR) and "/tests/" not in fn) or \
+            fn.startswith("<frozen")
+    return r
+
+
+def user_source(depth: int = 1) -> SourceInfo | None:
+    """The innermost stack frame outside functx, as a SourceInfo (None if there is none)."""
+    f = sys._getframe(depth)
+    while f is not None and _is_internal(f.f_code):
+        f = f.f_back
+    if f is None:
+        return None
+    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+
+
+def _with_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
+    if source is not None and err.args and isinstance(err.args[0], str) \
+            and "Your code:" not in err.args[0]:
+        err.args = (f"{err.args[0]}\n  Your code: {source}",) + err.args[1:]
+    return err
+
+
+# ----------------------------------------------------------------------------------------
+# The numpy-like API that tracer methods and operators use (functx.numpy, loaded lazily).
+
+_fnp: Any = None
+
+
+def _np_api() -> Any:
+    global _fnp
+    if _fnp is None:
+        import functx.numpy as m
+
+        _fnp = m
+    return _fnp
+
+
+class Tracer:
+    """A value inside a trace: an abstract value, and (in concrete tracing) the value itself.
+
+    Tracers behave like arrays: arithmetic, comparisons, ``@``, indexing, ``.T``, ``.shape``,
+    ``.reshape``, ``.sum`` and friends all record operations. NumPy functions and ufuncs
+    called on a tracer dispatch to ``functx.numpy`` where it has the same function.
+    """
+
+    __slots__ = ("_builder", "_var", "_value")
+    __array_priority__ = 1000
+
+    def __init__(self, builder: "TraceBuilder", var: Var, value: Any = None) -> None:
+        self._builder = builder
+        self._var = var
+        self._value = value
+
+    # -- abstract value --
+    @property
+    def aval(self) -> AbstractArray:
+        return self._var.aval
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._var.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._var.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._var.aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self._var.aval.size
+
+    @property
+    def weak_type(self) -> bool:
+        return self._var.aval.weak_type
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced value (a scalar) is undefined.")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("Iteration over a 0-d traced value (a scalar) is undefined.")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        if self._builder.concrete:
+            return f"Tracer<{self.aval}>(value={self._value!r})"
+        return f"Tracer<{self.aval}>"
+
+    # -- conversion to Python values: only where the value is known --
+    def _concrete(self, what: str) -> Any:
+        b = self._builder
+        if not b.active:
+            raise _leak_error(self)
+        if b.concrete:
+            v = self._value
+            return v._concrete(what) if type(v) is Tracer else v
+        raise ConcretizationError(
+            f"{what} needs the value of a traced {self.aval} array, but inside "
+            f"{b.transform} only its shape and dtype are known (the value is abstract).\n"
+            "  What to do: use functx.numpy.where(cond, x, y) for an elementwise choice, "
+            "make the argument static (static_argnums), or move the Python control flow "
+            "outside the transformed function."
+            + (f"\n  Your code: {user_source(2)}" if user_source(2) else ""))
+
+    def __bool__(self) -> bool:
+        return bool(self._concrete(f"bool() (an `if`, `while`, `and`/`or` or `assert`)"))
+
+    def __int__(self) -> int:
+        return int(self._concrete("int()"))
+
+    def __float__(self) -> float:
+        return float(self._concrete("float()"))
+
+    def __complex__(self) -> complex:
+        return complex(self._concrete("complex()"))
+
+    def __index__(self) -> int:
+        return int(self._concrete("Using a traced value as an index (__index__)"))
+
+    def item(self) -> Any:
+        return np.asarray(self._concrete(".item()")).item()
+
+    def tolist(self) -> Any:
+        return np.asarray(self._concrete(".tolist()")).tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise ConcretizationError(
+            f"A traced {self.aval} value was converted to a NumPy array (np.asarray, "
+            "np.array or a NumPy function functx.numpy does not mirror). That would drop "
+            "it out of the trace and lose its gradient.\n  What to do: use the function of "
+            "the same name from functx.numpy, or functx.stop_gradient(x) and return the "
+            "value if you only need to inspect it."
+            + (f"\n  Your code: {user_source(2)}" if user_source(2) else ""))
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        fn = getattr(_np_api(), ufunc.__name__, None) if method == "__call__" else None
+        if fn is None or kwargs.get("out") is not None:
+            raise TypeError(
+                f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method} has no "
+                "functx.numpy counterpart for traced values; use functx.numpy functions "
+                "inside transformed functions.")
+        return fn(*inputs, **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        fn = getattr(_np_api(), func.__name__, None)
+        if fn is None or getattr(func, "__module__", "numpy") not in ("numpy", "numpy.core",
+                                                                      "numpy._core"):
+            raise TypeError(
+                f"numpy.{func.__name__} has no functx.numpy counterpart for traced values; "
+                "use functx.numpy functions inside transformed functions.")
+        return fn(*args, **kwargs)
+
+    # -- operators (NumPy semantics, implemented by functx.numpy) --
+    def __neg__(self): return _np_api().negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return _np_api().abs(self)
+    def __invert__(self): return _np_api().invert(self)
+    def __add__(self, o): return _np_api().add(self, o)
+    def __radd__(self, o): return _np_api().add(o, self)
+    def __sub__(self, o): return _np_api().subtract(self, o)
+    def __rsub__(self, o): return _np_api().subtract(o, self)
+    def __mul__(self, o): return _np_api().multiply(self, o)
+    def __rmul__(self, o): return _np_api().multiply(o, self)
+    def __truediv__(self, o): return _np_api().true_divide(self, o)
+    def __rtruediv__(self, o): return _np_api().true_divide(o, self)
+    def __floordiv__(self, o): return _np_api().floor_divide(self, o)
+    def __rfloordiv__(self, o): return _np_api().floor_divide(o, self)
+    def __mod__(self, o): return _np_api().remainder(self, o)
+    def __rmod__(self, o): return _np_api().remainder(o, self)
+    def __pow__(self, o): return _np_api().power(self, o)
+    def __rpow__(self, o): return _np_api().power(o, self)
+    def __matmul__(self, o): return _np_api().matmul(self, o)
+    def __rmatmul__(self, o): return _np_api().matmul(o, self)
+    def __and__(self, o): return _np_api().bitwise_and(self, o)
+    def __rand__(self, o): return _np_api().bitwise_and(o, self)
+    def __or__(self, o): return _np_api().bitwise_or(self, o)
+    def __ror__(self, o): return _np_api().bitwise_or(o, self)
+    def __xor__(self, o): return _np_api().bitwise_xor(self, o)
+    def __rxor__(self, o): return _np_api().bitwise_xor(o, self)
+    def __eq__(self, o): return _np_api().equal(self, o)  # type: ignore[override]
+    def __ne__(self, o): return _np_api().not_equal(self, o)  # type: ignore[override]
+    def __lt__(self, o): return _np_api().less(self, o)
+    def __le__(self, o): return _np_api().less_equal(self, o)
+    def __gt__(self, o): return _np_api().greater(self, o)
+    def __ge__(self, o): return _np_api().greater_equal(self, o)
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getitem__(self, idx: Any) -> Any:
+        return _np_api().getitem(self, idx)
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        raise TypeError("functx values are immutable: instead of x[idx] = y, write "
+                        "x = x.at[idx].set(y).")
+
+    @property
+    def at(self) -> Any:
+        """Functional updates: ``x.at[idx].set(y)``, ``.add(y)``, ``.mul(y)``, ``.get()``."""
+        return _np_api().at(self)
+
+    # -- array methods (as NumPy's) --
+    @property
+    def T(self): return _np_api().transpose(self)
+    @property
+    def mT(self): return _np_api().swapaxes(self, -1, -2)
+    def reshape(self, *shape, order="C"):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return _np_api().reshape(self, shape, order=order)
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
+        return _np_api().transpose(self, axes or None)
+    def astype(self, dtype, copy=True): return _np_api().astype(self, dtype)
+    def sum(self, axis=None, dtype=None, keepdims=False):
+        return _np_api().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def mean(self, axis=None, dtype=None, keepdims=False):
+        return _np_api().mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def var(self, axis=None, ddof=0, keepdims=False):
+        return _np_api().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def std(self, axis=None, ddof=0, keepdims=False):
+        return _np_api().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+    def prod(self, axis=None, keepdims=False):
+        return _np_api().prod(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False): return _np_api().max(self, axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False): return _np_api().min(self, axis=axis, keepdims=keepdims)
+    def argmax(self, axis=None, keepdims=False):
+        return _np_api().argmax(self, axis=axis, keepdims=keepdims)
+    def argmin(self, axis=None, keepdims=False):
+        return _np_api().argmin(self, axis=axis, keepdims=keepdims)
+    def cumsum(self, axis=None): return _np_api().cumsum(self, axis=axis)
+    def any(self, axis=None, keepdims=False): return _np_api().any(self, axis=axis, keepdims=keepdims)
+    def all(self, axis=None, keepdims=False): return _np_api().all(self, axis=axis, keepdims=keepdims)
+    def squeeze(self, axis=None): return _np_api().squeeze(self, axis=axis)
+    def ravel(self): return _np_api().ravel(self)
+    def flatten(self): return _np_api().ravel(self)
+    def swapaxes(self, a, b): return _np_api().swapaxes(self, a, b)
+    def clip(self, min=None, max=None): return _np_api().clip(self, min, max)
+    def dot(self, other): return _np_api().dot(self, other)
+    def round(self, decimals=0): return _np_api().round(self, decimals)
+    def conj(self): return self
+    @property
+    def real(self): return self
+
+
+def _leak_error(t: Tracer) -> TracerLeakError:
+    b = t._builder
+    return TracerLeakError(
+        f"A traced {t.aval} value created inside {b.transform} (started at {b.source}) was "
+        f"used after {b.transform} had returned. A traced value escaped its transform, for "
+        "example through a global variable, a list or an attribute set inside the function."
+        "\n  What to do: return the value from the transformed function instead, or "
+        "compute it outside."
+        + (f"\n  Your code: {user_source(3)}" if user_source(3) else ""))
+
+
+# ----------------------------------------------------------------------------------------
+# Builders
+
+_state = threading.local()
+
+
+def _stack() -> list:
+    s = getattr(_state, "stack", None)
+    if s is None:
+        s = _state.stack = []
+    return s
+
+
+class TraceBuilder:
+    """Records equations into a trace with abstract tracers (see the module docstring)."""
+
+    concrete = False
+
+    def __init__(self, transform: str) -> None:
+        self.transform = transform
+        self.source = user_source(3)
+        self.level = 0
+        self.active = False
+        self.eqns: list[Eqn] = []
+        self.in_vars: list[Var] = []
+        self.const_vars: list[Var] = []
+        self.const_values: list[Any] = []
+        self._const_ids: dict[int, Var] = {}
+
+    def __enter__(self) -> "TraceBuilder":
+        stack = _stack()
+        self.level = stack[-1].level + 1 if stack else 1
+        stack.append(self)
+        self.active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.active = False
+        stack = _stack()
+        if stack and stack[-1] is self:
+            stack.pop()
+        else:  # pragma: no cover - stack discipline violated by a bug
+            stack.remove(self)
+
+    # -- inputs and constants --
+    def new_input(self, x: Any) -> Tracer:
+        """A tracer for a new input of the trace (``x`` is a value or an abstract value)."""
+        var = Var(abstractify(x))
+        self.in_vars.append(var)
+        return Tracer(self, var, x if self.concrete else None)
+
+    def lift(self, x: Any) -> Var | Literal:
+        """The atom for a value that is not one of this builder's tracers."""
+        if type(x) is not Tracer and np.ndim(x) == 0:
+            return Literal(x, abstractify(x))
+        var = self._const_ids.get(id(x))
+        if var is None:
+            var = self._const_ids[id(x)] = Var(abstractify(x))
+            self.const_vars.append(var)
+            self.const_values.append(x)
+        return var
+
+    def atom_of(self, x: Any) -> Var | Literal:
+        """The atom standing for ``x`` (a tracer of this builder or any other value)."""
+        if type(x) is Tracer and x._builder is self:
+            if not self.active:
+                raise _leak_error(x)
+            return x._var
+        if type(x) is Tracer and not x._builder.active:
+            raise _leak_error(x)
+        return self.lift(x)
+
+    # -- recording --
+    def abstract_eval(self, prim: Primitive, avals: list, params: dict,
+                      source: SourceInfo | None) -> tuple:
+        try:
+            out = _abstract_eval_cached(prim, tuple(avals), params)
+        except FunctxError as e:
+            raise _with_source(e, source) from None
+        return out
+
+    def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
+        source = user_source(3)
+        atoms = [self.atom_of(a) for a in args]
+        out_avals = self.abstract_eval(prim, [a.aval for a in atoms], params, source)
+        out_vars = tuple(Var(a) for a in out_avals)
+        self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars, source))
+        outs = [Tracer(self, v) for v in out_vars]
+        return outs if prim.multiple_results else outs[0]
+
+    def build(self, outputs: Sequence[Any]) -> Trace:
+        """The finished trace whose outputs are ``outputs`` (tracers or other values)."""
+        atoms = tuple(self.atom_of(x) for x in outputs)
+        return Trace(tuple(self.in_vars), tuple(self.const_vars), tuple(self.const_values),
+                     tuple(self.eqns), atoms)
+
+
+class ConcreteTraceBuilder(TraceBuilder):
+    """A builder whose tracers also carry their values (for grad and vjp).
+
+    ``residuals`` maps each variable that some VJP rule declared it needs to its value.
+    """
+
+    concrete = True
+
+    def __init__(self, transform: str) -> None:
+        super().__init__(transform)
+        self.residuals: dict[Var, Any] = {}
+
+    def lift(self, x: Any) -> Var | Literal:
+        atom = super().lift(x)
+        if type(atom) is Var:
+            self.residuals[atom] = x
+        return atom
+
+    def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
+        source = user_source(3)
+        atoms = []
+        vals = []
+        for a in args:
+            if type(a) is Tracer and a._builder is self:
+                if not self.active:
+                    raise _leak_error(a)
+                atoms.append(a._var)
+                vals.append(a._value)
+            else:
+                atoms.append(self.atom_of(a))
+                vals.append(a)
+        out_avals = self.abstract_eval(prim, [a.aval for a in atoms], params, source)
+        out_vals = bind(prim, *vals, **params)
+        out_vars = tuple(Var(a) for a in out_avals)
+        self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars, source))
+        if prim.vjp is not None:
+            res = self.residuals
+            for i in prim.saved_input_indices(len(atoms)):
+                if type(atoms[i]) is Var:
+                    res[atoms[i]] = vals[i]
+            if prim.save_output:
+                if prim.multiple_results:
+                    res.update(zip(out_vars, out_vals))
+                else:
+                    res[out_vars[0]] = out_vals
+        if prim.multiple_results:
+            return [Tracer(self, v, x) for v, x in zip(out_vars, out_vals)]
+        return Tracer(self, out_vars[0], out_vals)
+
+
+_AE_CACHE: dict = {}
+
+
+def _abstract_eval_cached(prim: Primitive, avals: tuple, params: dict) -> tuple:
+    """``prim.abstract_eval`` as a tuple of outputs, memoised on (avals, params)."""
+    try:
+        key = (prim, avals, tuple(params.items()))
+        out = _AE_CACHE.get(key)
+    except TypeError:  # an unhashable parameter
+        key, out = None, None
+    if out is None:
+        if prim.abstract_eval is None:
+            from functx.errors import MissingRuleError
+
+            raise MissingRuleError(f"Primitive {prim.name} has no abstract-eval (shape) rule; "
+                                   f"register one with {prim.name}_p.def_abstract_eval(fn).")
+        out = prim.abstract_eval(*avals, **params)
+        out = tuple(out) if prim.multiple_results else (out,)
+        if key is not None:
+            if len(_AE_CACHE) > 100_000:
+                _AE_CACHE.clear()
+            _AE_CACHE[key] = out
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# bind
+
+CHECK_EAGER = False  # tests turn this on: eager results are checked against abstract eval
+
+
+def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
+    """Apply ``prim`` to ``args``: eagerly, or by recording it into the innermost trace.
+
+    This is the single entry point of every operation in functx.
+    """
+    builder = None
+    for a in args:
+        if type(a) is Tracer:
+            b = a._builder
+            if builder is None or b.level > builder.level:
+                builder = b
+    if builder is None:
+        return _eager(prim, args, params)
+    if not builder.active:
+        for a in args:
+            if type(a) is Tracer and a._builder is builder:
+                raise _leak_error(a)
+    return builder.process(prim, args, params)
+
+
+def _eager(prim: Primitive, args: tuple, params: dict) -> Any:
+    backend = backends.backend_of_args(args, prim.name)
+    try:
+        out = prim.impl_for(backend.name)(backend.xp, *args, **params)
+    except FunctxError as e:
+        raise _with_source(e, user_source(3)) from None
+    except Exception as e:
+        _explain_eager_failure(prim, args, params, backend, e)
+    if backend.read_only_outputs:
+        if prim.multiple_results:
+            out = [backends.finalize_cpu(o, args) for o in out]
+        else:
+            out = backends.finalize_cpu(out, args)
+    if CHECK_EAGER:
+        _check_against_abstract_eval(prim, args, params, out)
+    return out
+
+
+def _explain_eager_failure(prim: Primitive, args: tuple, params: dict,
+                           backend: backends.Backend, err: Exception) -> None:
+    source = user_source(4)
+    avals = [abstractify(a) for a in args]
+    try:
+        _abstract_eval_cached(prim, tuple(avals), params)
+    except FunctxError as e:
+        raise _with_source(e, source) from None
+    msg = (f"{prim.name} failed on the {backend.name} backend for inputs "
+           f"{', '.join(map(str, avals))} with parameters {params}: "
+           f"{type(err).__name__}: {err}")
+    raise _with_source(FunctxError(msg), source) from err
+
+
+def _check_against_abstract_eval(prim: Primitive, args: tuple, params: dict, out: Any) -> None:
+    expected = _abstract_eval_cached(prim, tuple(abstractify(a) for a in args), params)
+    got = tuple(out) if prim.multiple_results else (out,)
+    for e, g in zip(expected, got):
+        if tuple(e.shape) != tuple(g.shape) or e.dtype != g.dtype:
+            raise FunctxError(f"Internal check failed: {prim.name}'s implementation returned "
+                              f"{abstractify(g)} but its abstract-eval rule says {e}.")
+
+
+# ----------------------------------------------------------------------------------------
+# make_trace and eval_shape
+
+
+def trace_flat(f: Callable, in_avals: Sequence[Any], transform: str) -> tuple[Trace, list]:
+    """Trace ``f(*flat_inputs)`` abstractly. Returns the trace and the raw outputs.
+
+    ``f`` takes one tracer per entry of ``in_avals`` and returns a flat list of outputs.
+    """
+    with TraceBuilder(transform) as builder:
+        tracers = [builder.new_input(a) for a in in_avals]
+        outs = list(f(*tracers))
+        trace = builder.build(outs)
+    return trace, outs
+
+
+def _split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int], tuple]:
+    n = len(args)
+    static = {i % n for i in static_argnums} if n else set()
+    dyn_idx = [i for i in range(n) if i not in static]
+    return dyn_idx, tuple(args[i] for i in dyn_idx)
+
+
+def _check_leaf(x: Any, fname: str, where: str) -> Any:
+    if isinstance(x, (Tracer, AbstractArray, np.ndarray, np.generic, bool, int, float, complex)):
+        return x
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return x
+    raise FunctxError(f"{fname}: {where} contains a {type(x).__name__} ({x!r:.60}), which is "
+                      "not an array. Pass arrays (or Python scalars), or mark the argument "
+                      "static with static_argnums.")
+
+
+def make_trace(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[..., Trace]:
+    """Trace ``f`` abstractly into a :class:`Trace` that prints like a jaxpr.
+
+    Args:
+        f: a function of arrays (pytrees of arrays) returning arrays (a pytree of them).
+        static_argnums: positions of arguments passed to ``f`` as they are, not traced.
+
+    Returns:
+        A function taking the same arguments as ``f`` (arrays, or anything with ``shape``
+        and ``dtype`` such as :class:`functx.ShapeDtype`) and returning the Trace.
+
+    Raises:
+        FunctxError: an argument or output is not an array.
+
+    Example:
+        >>> print(fx.make_trace(lambda x: fnp.sin(x).sum())(np.ones(3)))
+        { lambda ; a:f64[3]. let
+            b:f64[3] = sin a
+            c:f64[] = reduce_sum[axes=(0,)] b
+          in (c,) }
+    """
+    return _make_tracer_fn(f, static_argnums, "make_trace", lambda trace, out_tree: trace)
+
+
+def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
+    """The shapes and dtypes ``f(*args)`` would return, without computing anything.
+
+    Args:
+        f: a function of arrays.
+        *args, **kwargs: arrays or :class:`functx.ShapeDtype` values (pytrees of them).
+
+    Returns:
+        The output pytree with an :class:`AbstractArray` (``.shape``, ``.dtype``) per leaf.
+
+    Example:
+        >>> fx.eval_shape(lambda x: x @ x.T, fx.ShapeDtype((3, 4), np.float32))
+        f32[3,3]
+    """
+    from functx import tree
+
+    return _make_tracer_fn(f, (), "eval_shape", lambda trace, out_tree: tree.unflatten(
+        out_tree, [a.aval for a in trace.outputs]))(*args, **kwargs)
+
+
+def _make_tracer_fn(f: Callable, static_argnums: Any, name: str, finish: Callable) -> Callable:
+    from functx import tree
+
+    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        dyn_idx, dyn_args = _split_static(args, static_argnums)
+        leaves, in_tree = tree.flatten((dyn_args, kwargs))
+        leaves = [_check_leaf(x, name, "an argument") for x in leaves]
+        out_tree_box = []
+
+        def flat_f(*tracers: Tracer) -> list:
+            d_args, d_kwargs = tree.unflatten(in_tree, list(tracers))
+            full = list(args)
+            for i, a in zip(dyn_idx, d_args):
+                full[i] = a
+            out = f(*full, **d_kwargs)
+            out_leaves, out_tree = tree.flatten(out)
+            out_tree_box.append(out_tree)
+            return [_check_leaf(x, name, "the function's output") for x in out_leaves]
+
+        trace, _ = trace_flat(flat_f, leaves, name)
+        return finish(trace, out_tree_box[0])
+
+    traced.__name__ = f"{name}({getattr(f, '__name__', 'f')})"
+    traced.__doc__ = f.__doc__
+    return traced

@@ -1,0 +1,1 @@
+"""Transforms: each one a small interpreter of traces (see DESIGN.md)."""

@@ -1,0 +1,321 @@
+"""Reverse mode: ``vjp``, ``grad`` and ``value_and_grad``.
+
+The forward pass traces the function concretely (values are computed as equations are
+recorded, so Python control flow works); the backward pass walks the equations in reverse,
+calls each primitive's VJP rule with the residuals it declared, and frees every residual
+right after its last use. Rules bind functx operations, so when the values are tracers of
+an outer transform, the backward pass is itself recorded: ``grad(grad(f))`` works.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from functx import tree
+from functx.backends import backend_of
+from functx.errors import GradError, MissingRuleError
+from functx.ir import Literal, Trace, Var, abstractify
+from functx.primitives.elementwise import add
+from functx.tracing import ConcreteTraceBuilder, Tracer, user_source
+
+
+def _zeros(aval: Any, like: Any) -> Any:
+    backend = backend_of(like)
+    if backend is None or type(like) is Tracer:
+        z = np.zeros(aval.shape, aval.dtype)
+        z.flags.writeable = False
+        return z
+    return backend.xp.zeros(aval.shape, aval.dtype)
+
+
+def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
+    """For each equation, the residuals the backward pass can drop once it has run.
+
+    The backward pass visits equations in reverse, so a residual is last needed by the
+    earliest equation (in program order) whose VJP rule reads it.
+    """
+    seen: set[int] = set()
+    frees: list[tuple[Var, ...]] = []
+    for e in trace.eqns:
+        prim = e.prim
+        read = [e.inputs[i] for i in prim.saved_input_indices(len(e.inputs))]
+        if prim.save_output:
+            read.extend(e.outputs)
+        mine = []
+        for v in read:
+            if type(v) is Var and id(v) not in seen:
+                seen.add(id(v))
+                mine.append(v)
+        frees.append(tuple(mine))
+    return frees
+
+
+def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
+                  consume: bool = False) -> list:
+    """Cotangents of ``trace``'s inputs given cotangents of its outputs.
+
+    Args:
+        trace: the forward trace.
+        residuals: values of the variables that VJP rules declared they read.
+        out_cts: one cotangent (or None for zero) per trace output.
+        consume: free residuals from ``residuals`` itself as they die (a single use).
+
+    Returns:
+        One cotangent per input variable; None where it is zero.
+
+    Raises:
+        MissingRuleError: a cotangent reaches a primitive without a VJP rule.
+    """
+    if not consume:
+        residuals = dict(residuals)
+    cts: dict[Var, Any] = {}
+    for v, ct in zip(trace.outputs, out_cts):
+        if type(v) is Var and ct is not None:
+            cts[v] = add(cts[v], ct) if v in cts else ct
+    consts = {id(v) for v in trace.const_vars}
+    frees = residual_frees(trace)
+    for i in range(len(trace.eqns) - 1, -1, -1):
+        eqn = trace.eqns[i]
+        prim = eqn.prim
+        if prim.multiple_results:
+            ct = [cts.pop(v, None) for v in eqn.outputs]
+            live = any(c is not None for c in ct)
+            if live:
+                ct = [c if c is not None else _zeros(v.aval, next(
+                    x for x in ct if x is not None)) for c, v in zip(ct, eqn.outputs)]
+        else:
+            ct = cts.pop(eqn.outputs[0], None)
+            live = ct is not None
+        if live and not prim.has_zero_vjp:
+            if prim.vjp is None:
+                raise MissingRuleError(
+                    f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has "
+                    f"no VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its "
+                    "inputs in functx.stop_gradient if no gradient should flow through it.")
+            ins = tuple(eqn.inputs)
+            saved = prim.saved_input_indices(len(ins))
+            ins = tuple((a.value if type(a) is Literal else residuals[a]) if j in saved
+                        else a.aval for j, a in enumerate(ins))
+            if prim.save_output:
+                out = [residuals[v] for v in eqn.outputs]
+                out = out if prim.multiple_results else out[0]
+            else:
+                out = [v.aval for v in eqn.outputs]
+                out = out if prim.multiple_results else out[0]
+            in_cts = prim.vjp(ct, ins, out, **eqn.params)
+            for a, c in zip(eqn.inputs, in_cts):
+                if c is None or type(a) is not Var or id(a) in consts:
+                    continue
+                if a.aval.dtype.kind not in "fcV" and a.aval.dtype.name != "bfloat16":
+                    continue
+                cts[a] = add(cts[a], c) if a in cts else c
+        for v in frees[i]:
+            residuals.pop(v, None)
+    return [cts.get(v) for v in trace.in_vars]
+
+
+def _as_input(x: Any, fname: str) -> Any:
+    if type(x) is Tracer or isinstance(x, np.ndarray) or backend_of(x) is not None:
+        return x
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return np.asarray(x)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return x
+    raise GradError(f"{fname}: an input leaf is a {type(x).__name__} ({x!r:.60}), not an "
+                    "array. Differentiate only with respect to arrays: pass other values "
+                    "through a closure or functools.partial.")
+
+
+def _unwrap(x: Any, builder: ConcreteTraceBuilder) -> Any:
+    return x._value if type(x) is Tracer and x._builder is builder else x
+
+
+def _check_out_leaf(x: Any, fname: str) -> Any:
+    if type(x) is Tracer or hasattr(x, "shape"):
+        return x
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return np.asarray(x)
+    raise GradError(f"{fname}: the function returned a {type(x).__name__} ({x!r:.60}) where "
+                    "an array is needed. Return arrays (or pytrees of arrays); put other "
+                    "values in the auxiliary output with has_aux=True.")
+
+
+def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str):
+    """Run ``f`` under a concrete trace. Returns (trace, residuals, outs, out_tree, aux)."""
+    leaves, in_tree = tree.flatten(primals)
+    leaves = [_as_input(x, fname) for x in leaves]
+    with ConcreteTraceBuilder(fname) as b:
+        tracers = [b.new_input(x) for x in leaves]
+        out = f(*tree.unflatten(in_tree, tracers))
+        aux = None
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise GradError(f"{fname} with has_aux=True needs the function to return a "
+                                f"pair (output, aux) but it returned a "
+                                f"{type(out).__name__}.")
+            out, aux = out
+        out_leaves, out_tree = tree.flatten(out)
+        out_leaves = [_check_out_leaf(x, fname) for x in out_leaves]
+        trace = b.build(out_leaves)
+    outs = [_unwrap(x, b) for x in out_leaves]
+    if has_aux:
+        aux = tree.map(lambda x: _unwrap(x, b), aux)
+    return trace, b.residuals, outs, out_tree, aux, in_tree, leaves
+
+
+def _backward_fn(trace: Trace, residuals: dict, out_tree: Any, outs: list, in_tree: Any,
+                 leaves: list, fname: str, consume: bool) -> Callable:
+    out_avals = [abstractify(o) for o in outs]
+
+    def f_vjp(ct: Any) -> tuple:
+        ct_leaves, ct_tree = tree.flatten(ct)
+        if ct_tree != out_tree:
+            raise GradError(f"The cotangent passed to the VJP function of {fname} has "
+                            f"structure {ct_tree}, but the function's output has structure "
+                            f"{out_tree}. Pass one cotangent per output leaf.")
+        flat = []
+        for c, a in zip(ct_leaves, out_avals):
+            c = _as_input(c, fname)
+            if tuple(c.shape) != tuple(a.shape):
+                raise GradError(f"The cotangent passed to the VJP function of {fname} has "
+                                f"shape {tuple(c.shape)} where the output has shape "
+                                f"{a.shape} ({a}). Pass cotangents shaped like the outputs.")
+            if c.dtype != a.dtype and a.dtype.kind in "fc" and c.dtype.kind in "biuf":
+                c = c.astype(a.dtype)
+            flat.append(c)
+        in_cts = backward_pass(trace, residuals, flat, consume=consume)
+        grads = [c if c is not None else _zeros(v.aval, x)
+                 for c, v, x in zip(in_cts, trace.in_vars, leaves)]
+        return tuple(tree.unflatten(in_tree, grads))
+
+    return f_vjp
+
+
+def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """The outputs of ``f(*primals)`` and a function that pulls cotangents back.
+
+    Args:
+        f: a function of arrays (pytrees of arrays).
+        *primals: the point to linearise at.
+        has_aux: ``f`` returns ``(output, aux)``; ``aux`` is returned, not differentiated.
+
+    Returns:
+        ``(out, f_vjp)`` or, with ``has_aux``, ``(out, f_vjp, aux)``. ``f_vjp(ct)`` takes a
+        cotangent shaped like ``out`` and returns a tuple with one cotangent per primal.
+        ``f_vjp`` may be called many times.
+
+    Raises:
+        GradError: an input or output is not an array, or a cotangent does not match.
+
+    Example:
+        >>> out, f_vjp = fx.vjp(lambda x, y: x * y, 2.0, 3.0)
+        >>> f_vjp(1.0)
+        (array(3.), array(2.))
+    """
+    trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f, primals, has_aux, "vjp")
+    f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, "vjp", consume=False)
+    out = tree.unflatten(out_tree, outs)
+    return (out, f_vjp, aux) if has_aux else (out, f_vjp)
+
+
+def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """A function returning both ``f(*args)`` and its gradient with respect to ``argnums``.
+
+    Args:
+        f: a function returning a scalar float array (and aux, with ``has_aux``).
+        argnums: which positional argument(s) to differentiate (an int or a tuple of ints).
+        has_aux: ``f`` returns ``(value, aux)``.
+
+    Returns:
+        A function returning ``(value, grad)`` or ``((value, aux), grad)``; ``grad`` has the
+        structure of the selected argument, or is a tuple of those for a tuple ``argnums``.
+
+    Raises:
+        GradError: the output is not a real scalar, or a differentiated input is not a
+            floating-point array.
+
+    Example:
+        >>> fx.value_and_grad(lambda x: (x ** 2).sum())(np.array([1.0, 2.0]))
+        (array(5.), array([2., 4.]))
+    """
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    fname = f"grad({getattr(f, '__name__', 'f')})"
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            idx = [args.__len__() and (i % len(args)) for i in nums]
+            if any(not -len(args) <= i < len(args) for i in nums):
+                raise IndexError
+        except (IndexError, ZeroDivisionError):
+            raise GradError(f"{fname}: argnums={argnums} but the function was called with "
+                            f"{len(args)} positional argument(s).") from None
+        diff = tuple(args[i] for i in idx)
+        for i, a in zip(nums, diff):
+            for leaf in tree.leaves(a):
+                leaf = _as_input(leaf, fname)
+                if not np.dtype(leaf.dtype).kind in "fc" and leaf.dtype.name != "bfloat16":
+                    raise GradError(
+                        f"{fname}: argument {i} has a leaf of dtype {leaf.dtype} "
+                        f"({abstractify(leaf)}); grad differentiates only floating-point "
+                        "inputs. Convert it with x.astype(float), or leave it out of argnums.")
+
+        def f_diff(*d: Any) -> Any:
+            full = list(args)
+            for i, a in zip(idx, d):
+                full[i] = a
+            return f(*full, **kwargs)
+
+        trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f_diff, diff, has_aux, fname)
+        if len(outs) != 1 or out_tree != tree.structure(0):
+            raise GradError(f"{fname} needs the function to return one scalar array, but it "
+                            f"returned {tree.unflatten(out_tree, [abstractify(o) for o in outs])}"
+                            ". Use vjp or jacrev for non-scalar outputs, or reduce the output "
+                            "(e.g. .sum()).")
+        value = outs[0]
+        aval = abstractify(value)
+        if aval.shape != () or aval.dtype.kind not in "f" and aval.dtype.name != "bfloat16":
+            raise GradError(f"{fname} needs the function to return a real scalar (shape ()), "
+                            f"but it returned {aval}. Use vjp or jacrev for non-scalar or "
+                            "complex outputs, or reduce the output first (e.g. .sum()).")
+        seed = np.ones((), aval.dtype) if backend_of(value) in (None,) or type(value) is Tracer \
+            else backend_of(value).xp.ones((), aval.dtype)
+        f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, fname, consume=True)
+        grads = f_vjp(seed)
+        g = grads[0] if single else grads
+        return ((value, aux) if has_aux else value), g
+
+    return wrapped
+
+
+def grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of a scalar function with respect to its ``argnums`` argument(s).
+
+    Args:
+        f: a function returning a scalar float array (and aux, with ``has_aux``).
+        argnums: which positional argument(s) to differentiate (an int or a tuple of ints).
+        has_aux: ``f`` returns ``(value, aux)``; then the gradient function returns
+            ``(grad, aux)``.
+
+    Returns:
+        A function with ``f``'s signature returning the gradient, shaped like the selected
+        argument (a tuple of those for a tuple ``argnums``).
+
+    Raises:
+        GradError: see :func:`value_and_grad`.
+
+    Example:
+        >>> fx.grad(lambda x: fnp.sin(x).sum())(np.array([0.0, 1.0]))
+        array([1.        , 0.54030231])
+    """
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapped
