@@ -1,0 +1,18 @@
+"""NumPy-compatible functions that work on arrays and on traced values.
+
+Names, argument names, broadcasting, dtype promotion (NumPy 2 rules, with Python scalars
+weakly typed) and axis/keepdims conventions follow NumPy, so NumPy code ports by changing
+``np.`` to ``fnp.``. Every function is built from functx primitives, so every transform
+works on it. Outside any transform the results are plain (read-only) NumPy arrays.
+
+Example:
+    >>> import functx.numpy as fnp
+    >>> fnp.mean(fnp.tanh(np.ones((2, 3))) ** 2, axis=0)
+"""
+from functx.numpy._promotion import *  # noqa: F401,F403
+from functx.numpy._ufuncs import *  # noqa: F401,F403
+from functx.numpy._reductions import *  # noqa: F401,F403
+from functx.numpy._creation import *  # noqa: F401,F403
+from functx.numpy._shape import *  # noqa: F401,F403
+from functx.numpy._indexing import *  # noqa: F401,F403
+from functx.numpy._linalg import *  # noqa: F401,F403
