@@ -1,1 +1,263 @@
-__all__: list[str] = []
+"""Dtypes and type promotion for functx.numpy: ``result_type``, ``asarray``, ``astype``...
+
+Promotion follows NumPy 2 (NEP 50): Python scalars are *weak*, they take the dtype of the
+array they meet as long as their kind fits (``float32 array + 2.0 -> float32``,
+``int8 array + 3 -> int8``, ``int array + 2.5 -> float64``). A tracer whose abstract value
+is weak (``tracer.weak_type``: it came from a Python scalar) is treated exactly like a
+Python scalar of its kind. NumPy scalars (``np.float32(1)``) and arrays are strong.
+
+Helpers used by every other functx.numpy module live here: :func:`promote_args` turns
+the operands of a binary primitive into operands of one dtype, :func:`is_tracer` and
+:func:`check_no_out`. Host (CPU) arrays are created in one place, :func:`_host_array`, so
+that a default device can be added there later.
+
+Differences from NumPy:
+    * ``out=`` is not supported anywhere (functx values are immutable): it raises TypeError.
+    * ``asarray``/``array`` always return read-only arrays outside transforms; ``asarray``
+      of a writable NumPy array copies it (functx never aliases a mutable user array).
+    * ``asarray`` of a (nested) list containing tracers stacks them (differentiably).
+    * ``fnp.bool`` is NumPy's ``np.bool``; within this package the builtin is never shadowed.
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from functx.ir import AbstractArray
+from functx.tracing import Tracer
+
+__all__ = [
+    # dtypes and dtype utilities (re-exported from NumPy)
+    "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128", "intp", "uintp",
+    "dtype", "finfo", "iinfo", "generic", "number", "integer", "signedinteger",
+    "unsignedinteger", "inexact", "floating", "complexfloating", "issubdtype",
+    "promote_types",
+    # functx functions
+    "result_type", "can_cast", "asarray", "array", "astype",
+]
+
+bool_ = np.bool_
+int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
+uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
+float16, float32, float64 = np.float16, np.float32, np.float64
+complex64, complex128 = np.complex64, np.complex128
+intp, uintp = np.intp, np.uintp
+dtype, finfo, iinfo = np.dtype, np.finfo, np.iinfo
+generic, number, integer = np.generic, np.number, np.integer
+signedinteger, unsignedinteger = np.signedinteger, np.unsignedinteger
+inexact, floating, complexfloating = np.inexact, np.floating, np.complexfloating
+issubdtype, promote_types = np.issubdtype, np.promote_types
+
+PY_SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
+# A representative Python scalar per dtype kind: what a weak value promotes like.
+_WEAK_STAND_IN = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
+
+
+def is_tracer(x: Any) -> builtins.bool:
+    """Whether ``x`` is a functx tracer (a value inside a transform)."""
+    return type(x) is Tracer
+
+
+def check_no_out(name: str, out: Any) -> None:
+    """Raise the error for NumPy's ``out=`` argument, which functx cannot honour.
+
+    Raises:
+        TypeError: ``out`` is not None.
+    """
+    if out is not None:
+        raise TypeError(f"functx.numpy.{name} does not support out=: functx values are "
+                        f"immutable. Use the returned value instead (y = fnp.{name}(...)).")
+
+
+def _host_array(a: Any, dtype: Any = None) -> np.ndarray:
+    """A read-only host array holding ``a`` (copied unless it already is read-only).
+
+    This is the single place where functx.numpy creates arrays from host data.
+    """
+    out = np.asarray(a, dtype=dtype)
+    if out.flags.writeable:
+        out = out.copy() if out is a or out.base is not None else out
+        out.flags.writeable = False
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# result_type
+
+
+def _promotion_operand(x: Any) -> Any:
+    """What ``np.result_type`` should see for ``x``: a dtype or a (weak) Python scalar."""
+    if isinstance(x, PY_SCALARS):
+        return x
+    aval = x if isinstance(x, AbstractArray) else getattr(x, "aval", None)
+    if isinstance(aval, AbstractArray):
+        if aval.weak_type:
+            return _WEAK_STAND_IN.get(aval.dtype.kind, aval.dtype)
+        return aval.dtype
+    if isinstance(x, (np.dtype, type, str)):
+        return np.dtype(x)
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return dt
+    if x is None:
+        raise TypeError("result_type got None; pass arrays, dtypes or Python scalars.")
+    return np.asarray(x).dtype
+
+
+def result_type(*args: Any) -> np.dtype:
+    """The dtype NumPy 2 gives the result of combining ``args`` (NEP 50 promotion).
+
+    Args:
+        *args: dtypes (``np.float32``, ``"int64"``, ``float``), arrays, tracers, abstract
+            values or Python scalars. Python scalars and weak tracers are weak.
+
+    Returns:
+        The promoted ``np.dtype``.
+
+    Example:
+        >>> fnp.result_type(np.float32, 2.0), fnp.result_type(np.int32, 2.5)
+        (dtype('float32'), dtype('float64'))
+    """
+    if not args:
+        raise TypeError("result_type needs at least one argument.")
+    return np.result_type(*[_promotion_operand(a) for a in args])
+
+
+def can_cast(from_: Any, to: Any, casting: str = "safe") -> builtins.bool:
+    """Whether a cast from ``from_`` (a dtype, array or tracer) to ``to`` is allowed.
+
+    Same as ``np.can_cast``; arrays and tracers are looked at through their dtype.
+    """
+    if not isinstance(from_, (np.dtype, type, str)):
+        from_ = _promotion_operand(from_)
+        if isinstance(from_, PY_SCALARS):
+            raise TypeError("can_cast does not accept Python scalars (as in NumPy 2); pass "
+                            "a dtype or an array.")
+    return np.can_cast(from_, to, casting=casting)
+
+
+# ----------------------------------------------------------------------------------------
+# conversion
+
+
+def _convert(x: Any, dt: np.dtype) -> Any:
+    from functx.primitives import elementwise as _ew
+
+    return _ew.convert_element_type(x, new_dtype=dt)
+
+
+def _from_sequence(x: Any, dt: Any) -> Any:
+    """``asarray`` of a (nested) list/tuple; stacks traced entries with primitives."""
+    def has_tracer(v: Any) -> builtins.bool:
+        return is_tracer(v) or (isinstance(v, (list, tuple)) and
+                                builtins.any(has_tracer(e) for e in v))
+
+    if not has_tracer(x):
+        return _host_array(x, dt)
+    from functx.primitives import shape as _shape
+
+    parts = [asarray(e) for e in x]
+    common = result_type(*parts) if dt is None else np.dtype(dt)
+    parts = [_shape.expand_dims(astype(p, common), (0,)) for p in parts]
+    shapes = {tuple(p.shape) for p in parts}
+    if len(shapes) > 1:
+        raise ValueError(f"asarray: the entries of the sequence have different shapes "
+                         f"{sorted(s[1:] for s in shapes)}; they must all be equal.")
+    return _shape.concatenate(parts, 0)
+
+
+def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None) -> Any:
+    """``a`` as an array (a read-only NumPy array, or the tracer itself inside transforms).
+
+    Args:
+        a: an array, tracer, Python scalar or (nested) sequence of them.
+        dtype: the dtype wanted; None keeps ``a``'s (Python scalars get NumPy's default).
+        order, copy: accepted for compatibility; functx arrays are immutable, so copies are
+            never observable.
+
+    Returns:
+        A tracer (converted with ``astype`` when ``dtype`` differs) or a read-only array.
+    """
+    if is_tracer(a):
+        return a if dtype is None else astype(a, dtype)
+    if isinstance(a, (list, tuple)):
+        return _from_sequence(a, dtype)
+    if isinstance(a, np.ndarray) and dtype is not None and np.dtype(dtype) != a.dtype:
+        return _convert(a, np.dtype(dtype))
+    return _host_array(a, dtype)
+
+
+def array(object: Any, dtype: Any = None, *, copy: builtins.bool = True, order: Any = "K",
+          ndmin: builtins.int = 0) -> Any:
+    """Like :func:`asarray`, with NumPy's ``ndmin`` (leading size-1 axes added)."""
+    out = asarray(object, dtype)
+    if len(out.shape) < ndmin:
+        from functx.primitives import shape as _shape
+
+        out = _shape.reshape(out, (1,) * (ndmin - len(out.shape)) + tuple(out.shape))
+    return out
+
+
+def astype(x: Any, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None) -> Any:
+    """``x`` converted to ``dtype`` (``convert_element_type``); a no-op when already equal.
+
+    Converting a weak tracer to its own dtype makes it strong (it then promotes like an
+    array). Float to integer conversion truncates toward zero as in NumPy.
+    """
+    dt = np.dtype(dtype)
+    if is_tracer(x):
+        if x.dtype == dt and not x.weak_type:
+            return x
+        return _convert(x, dt)
+    if not isinstance(x, np.ndarray):
+        x = _host_array(x)
+    return _host_array(x) if x.dtype == dt else _convert(x, dt)
+
+
+def promote_args(name: str, *args: Any) -> list:
+    """Convert ``args`` to one dtype (NEP 50 promotion) so a binary primitive accepts them.
+
+    Python scalars become 0-d arrays of the result dtype, except when their own default
+    dtype already is the result dtype: then they stay Python scalars, so results computed
+    only from weak values stay weak inside traces. Arrays and tracers of another dtype go
+    through ``convert_element_type``; sequences are converted with :func:`asarray`.
+
+    Args:
+        name: the calling function's name (for error messages).
+        *args: the operands.
+
+    Returns:
+        A list of operands, all of the same dtype.
+
+    Raises:
+        OverflowError: a Python integer does not fit the result dtype (as in NumPy 2).
+    """
+    args = [a if is_tracer(a) or isinstance(a, (np.ndarray,) + PY_SCALARS) else asarray(a)
+            for a in args]
+    dt = result_type(*args)
+    out = []
+    for a in args:
+        if isinstance(a, PY_SCALARS):
+            if np.asarray(a).dtype != dt:
+                try:
+                    a = _host_array(a, dt)
+                except OverflowError as e:
+                    raise OverflowError(f"functx.numpy.{name}: {e} (NumPy 2 raises here too); "
+                                        f"convert the array to a wider dtype first.") from None
+        elif a.dtype != dt:
+            a = _convert(a, dt)
+        out.append(a)
+    return out
+
+
+def dtype_of(x: Any) -> np.dtype:
+    """The dtype ``x`` has as an array (Python scalars: NumPy's default for their kind)."""
+    dt = getattr(x, "dtype", None)
+    return dt if isinstance(dt, np.dtype) else np.asarray(x).dtype
+
+
+globals()["bool"] = np.bool  # fnp.bool, without shadowing the builtin above this line
+__all__.append("bool")
