@@ -12,7 +12,7 @@ Everything here is immutable; a trace prints as a readable listing::
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import attrs
 import numpy as np
@@ -34,7 +34,7 @@ def _to_shape(shape: Iterable[int]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)
 class AbstractArray:
     """The abstract value of an array: its shape, dtype and weak-type flag.
 
@@ -84,11 +84,13 @@ def abstractify(x: Any) -> AbstractArray:
     return AbstractArray(x.shape, x.dtype)
 
 
-@attrs.define(slots=True, eq=False, repr=False)
 class Var:
     """A variable of a trace, compared by identity. Its name is given when printed."""
 
-    aval: AbstractArray
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: AbstractArray) -> None:
+        self.aval = aval
 
     def __repr__(self) -> str:
         return f"Var({self.aval})"
@@ -109,13 +111,25 @@ class Literal:
 Atom = Var | Literal
 
 
-@attrs.frozen(slots=True, repr=False)
 class SourceInfo:
-    """Where, in the user's code, an equation was recorded."""
+    """Where, in the user's code, an equation was recorded (a code object and a line).
 
-    filename: str
-    lineno: int
-    function: str
+    Cheap to capture: the file and function names are read only when printed.
+    """
+
+    __slots__ = ("code", "lineno")
+
+    def __init__(self, code: Any, lineno: int) -> None:
+        self.code = code
+        self.lineno = lineno
+
+    @property
+    def filename(self) -> str:
+        return self.code.co_filename
+
+    @property
+    def function(self) -> str:
+        return self.code.co_name
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno} ({self.function})"
@@ -123,10 +137,10 @@ class SourceInfo:
     __repr__ = __str__
 
 
-@attrs.frozen(slots=True, eq=False, repr=False)
-class Eqn:
+class Eqn(NamedTuple):
     """One primitive applied to input atoms, producing output variables.
 
+    An immutable record (a named tuple: cheap to build on the tracing hot path).
     ``params`` is a dict of hashable values; treat it as read-only.
     """
 

@@ -51,7 +51,7 @@ def user_source(depth: int = 1) -> SourceInfo | None:
         f = f.f_back
     if f is None:
         return None
-    return SourceInfo(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
+    return SourceInfo(f.f_code, f.f_lineno)
 
 
 def _with_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
@@ -350,9 +350,11 @@ class TraceBuilder:
 
     def lift(self, x: Any) -> Var | Literal:
         """The atom for a value that is not one of this builder's tracers."""
+        var = self._const_ids.get(id(x))
+        if var is not None:
+            return var
         if type(x) is not Tracer and np.ndim(x) == 0:
             return Literal(x, abstractify(x))
-        var = self._const_ids.get(id(x))
         if var is None:
             var = self._const_ids[id(x)] = Var(abstractify(x))
             self.const_vars.append(var)
@@ -397,7 +399,11 @@ class TraceBuilder:
 class ConcreteTraceBuilder(TraceBuilder):
     """A builder whose tracers also carry their values (for grad and vjp).
 
-    ``residuals`` maps each variable that some VJP rule declared it needs to its value.
+    Output types come from the computed values (the eager implementation checks shapes, and
+    explains a failure with the abstract-eval rule). ``residuals`` maps each variable that
+    some VJP rule declared it needs to its value; ``frees[i]`` lists the residuals first
+    saved by equation ``i``, which the backward pass (running in reverse) can drop once it
+    has processed that equation.
     """
 
     concrete = True
@@ -405,43 +411,67 @@ class ConcreteTraceBuilder(TraceBuilder):
     def __init__(self, transform: str) -> None:
         super().__init__(transform)
         self.residuals: dict[Var, Any] = {}
-
-    def lift(self, x: Any) -> Var | Literal:
-        atom = super().lift(x)
-        if type(atom) is Var:
-            self.residuals[atom] = x
-        return atom
+        self.frees: list[tuple] = []
 
     def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
-        source = user_source(3)
+        if not self.active:
+            for a in args:
+                if type(a) is Tracer and a._builder is self:
+                    raise _leak_error(a)
         atoms = []
         vals = []
+        nested = False  # does some value belong to an outer trace?
         for a in args:
             if type(a) is Tracer and a._builder is self:
-                if not self.active:
-                    raise _leak_error(a)
                 atoms.append(a._var)
-                vals.append(a._value)
+                a = a._value
             else:
                 atoms.append(self.atom_of(a))
-                vals.append(a)
-        out_avals = self.abstract_eval(prim, [a.aval for a in atoms], params, source)
-        out_vals = bind(prim, *vals, **params)
-        out_vars = tuple(Var(a) for a in out_avals)
-        self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars, source))
-        if prim.vjp is not None:
-            res = self.residuals
-            for i in prim.saved_input_indices(len(atoms)):
-                if type(atoms[i]) is Var:
-                    res[atoms[i]] = vals[i]
-            if prim.save_output:
-                if prim.multiple_results:
-                    res.update(zip(out_vars, out_vals))
-                else:
-                    res[out_vars[0]] = out_vals
+            nested = nested or type(a) is Tracer
+            vals.append(a)
+        out = bind(prim, *vals, **params) if nested else _eager(prim, tuple(vals), params)
         if prim.multiple_results:
-            return [Tracer(self, v, x) for v, x in zip(out_vars, out_vals)]
-        return Tracer(self, out_vars[0], out_vals)
+            out_vars = tuple(Var(_aval_of_value(o)) for o in out)
+        else:
+            out_vars = (Var(_aval_of_value(out)),)
+        vjp = prim.vjp
+        # Equations are recorded without their source line (grad's hot path), except where
+        # the backward pass would need it for an error message.
+        self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars,
+                             None if vjp is not None else user_source(3)))
+        first = ()
+        if vjp is not None and (prim.save_inputs or prim.save_output):
+            res = self.residuals
+            first = []
+            saved = prim.save_inputs
+            for i in (range(len(atoms)) if saved is True else saved):
+                a = atoms[i]
+                if type(a) is Var and a not in res:
+                    res[a] = vals[i]
+                    first.append(a)
+            if prim.save_output:
+                res.update(zip(out_vars, out if prim.multiple_results else (out,)))
+                first.extend(out_vars)
+        self.frees.append(first)
+        if prim.multiple_results:
+            return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
+        return Tracer(self, out_vars[0], out)
+
+
+_AVALS: dict = {}
+
+
+def _aval_of_value(x: Any) -> AbstractArray:
+    """The abstract value of a computed value (memoised on shape and dtype)."""
+    if type(x) is Tracer:
+        return x._var.aval
+    key = (x.shape, x.dtype)
+    aval = _AVALS.get(key)
+    if aval is None:
+        if len(_AVALS) > 10_000:
+            _AVALS.clear()
+        aval = _AVALS[key] = AbstractArray(x.shape, x.dtype)
+    return aval
 
 
 _AE_CACHE: dict = {}
@@ -473,6 +503,9 @@ def _abstract_eval_cached(prim: Primitive, avals: tuple, params: dict) -> tuple:
 # bind
 
 CHECK_EAGER = False  # tests turn this on: eager results are checked against abstract eval
+_BY_TYPE = backends._BY_TYPE
+_CPU = backends.CPU
+_ndarray = np.ndarray
 
 
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
@@ -496,16 +529,32 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
 
 
 def _eager(prim: Primitive, args: tuple, params: dict) -> Any:
-    backend = backends.backend_of_args(args, prim.name)
+    """Run ``prim``'s implementation for the backend of ``args``."""
+    backend = None
+    for a in args:
+        b = _BY_TYPE.get(type(a))
+        if b is None:
+            b = backends.backend_of(a)
+            if b is None:
+                continue
+        if backend is None:
+            backend = b
+        elif b is not backend:
+            backend = backends.backend_of_args(args, prim.name)  # raises DeviceError
+    if backend is None:
+        backend = _CPU
+    impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend.name)
     try:
-        out = prim.impl_for(backend.name)(backend.xp, *args, **params)
+        out = impl(backend.xp, *args, **params)
     except FunctxError as e:
         raise _with_source(e, user_source(3)) from None
     except Exception as e:
         _explain_eager_failure(prim, args, params, backend, e)
-    if backend.read_only_outputs:
+    if backend is _CPU:
         if prim.multiple_results:
             out = [backends.finalize_cpu(o, args) for o in out]
+        elif type(out) is _ndarray and out.base is None and out.flags.writeable:
+            out.flags.writeable = False  # a fresh array: nothing to alias
         else:
             out = backends.finalize_cpu(out, args)
     if CHECK_EAGER:

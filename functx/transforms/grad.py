@@ -36,24 +36,26 @@ def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
     The backward pass visits equations in reverse, so a residual is last needed by the
     earliest equation (in program order) whose VJP rule reads it.
     """
-    seen: set[int] = set()
+    seen: set[Var] = set()
     frees: list[tuple[Var, ...]] = []
     for e in trace.eqns:
         prim = e.prim
-        read = [e.inputs[i] for i in prim.saved_input_indices(len(e.inputs))]
-        if prim.save_output:
-            read.extend(e.outputs)
         mine = []
-        for v in read:
-            if type(v) is Var and id(v) not in seen:
-                seen.add(id(v))
-                mine.append(v)
-        frees.append(tuple(mine))
+        if prim.vjp is not None:
+            saved = prim.save_inputs
+            for i in (range(len(e.inputs)) if saved is True else saved):
+                v = e.inputs[i]
+                if type(v) is Var and v not in seen:
+                    seen.add(v)
+                    mine.append(v)
+            if prim.save_output:
+                mine.extend(e.outputs)
+        frees.append(mine)
     return frees
 
 
 def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
-                  consume: bool = False) -> list:
+                  consume: bool = False, frees: Sequence[Sequence[Var]] | None = None) -> list:
     """Cotangents of ``trace``'s inputs given cotangents of its outputs.
 
     Args:
@@ -61,6 +63,7 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
         residuals: values of the variables that VJP rules declared they read.
         out_cts: one cotangent (or None for zero) per trace output.
         consume: free residuals from ``residuals`` itself as they die (a single use).
+        frees: :func:`residual_frees` of the trace, if already known.
 
     Returns:
         One cotangent per input variable; None where it is zero.
@@ -70,21 +73,24 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
     """
     if not consume:
         residuals = dict(residuals)
+    if frees is None:
+        frees = residual_frees(trace)
     cts: dict[Var, Any] = {}
     for v, ct in zip(trace.outputs, out_cts):
         if type(v) is Var and ct is not None:
             cts[v] = add(cts[v], ct) if v in cts else ct
-    consts = {id(v) for v in trace.const_vars}
-    frees = residual_frees(trace)
-    for i in range(len(trace.eqns) - 1, -1, -1):
-        eqn = trace.eqns[i]
+    consts = set(trace.const_vars)
+    eqns = trace.eqns
+    for i in range(len(eqns) - 1, -1, -1):
+        eqn = eqns[i]
         prim = eqn.prim
         if prim.multiple_results:
             ct = [cts.pop(v, None) for v in eqn.outputs]
             live = any(c is not None for c in ct)
             if live:
-                ct = [c if c is not None else _zeros(v.aval, next(
-                    x for x in ct if x is not None)) for c, v in zip(ct, eqn.outputs)]
+                some = next(c for c in ct if c is not None)
+                ct = [c if c is not None else _zeros(v.aval, some)
+                      for c, v in zip(ct, eqn.outputs)]
         else:
             ct = cts.pop(eqn.outputs[0], None)
             live = ct is not None
@@ -94,19 +100,19 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
                     f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has "
                     f"no VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its "
                     "inputs in functx.stop_gradient if no gradient should flow through it.")
-            ins = tuple(eqn.inputs)
-            saved = prim.saved_input_indices(len(ins))
-            ins = tuple((a.value if type(a) is Literal else residuals[a]) if j in saved
-                        else a.aval for j, a in enumerate(ins))
-            if prim.save_output:
-                out = [residuals[v] for v in eqn.outputs]
-                out = out if prim.multiple_results else out[0]
+            inputs = eqn.inputs
+            ins = [a.aval for a in inputs]
+            saved = prim.save_inputs
+            for j in (range(len(inputs)) if saved is True else saved):
+                a = inputs[j]
+                ins[j] = a.value if type(a) is Literal else residuals[a]
+            if prim.multiple_results:
+                out = [residuals[v] if prim.save_output else v.aval for v in eqn.outputs]
             else:
-                out = [v.aval for v in eqn.outputs]
-                out = out if prim.multiple_results else out[0]
-            in_cts = prim.vjp(ct, ins, out, **eqn.params)
-            for a, c in zip(eqn.inputs, in_cts):
-                if c is None or type(a) is not Var or id(a) in consts:
+                out = residuals[eqn.outputs[0]] if prim.save_output else eqn.outputs[0].aval
+            in_cts = prim.vjp(ct, tuple(ins), out, **eqn.params)
+            for a, c in zip(inputs, in_cts):
+                if c is None or type(a) is not Var or a in consts:
                     continue
                 if a.aval.dtype.kind not in "fcV" and a.aval.dtype.name != "bfloat16":
                     continue
@@ -162,7 +168,7 @@ def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str):
     outs = [_unwrap(x, b) for x in out_leaves]
     if has_aux:
         aux = tree.map(lambda x: _unwrap(x, b), aux)
-    return trace, b.residuals, outs, out_tree, aux, in_tree, leaves
+    return trace, (b.residuals, b.frees), outs, out_tree, aux, in_tree, leaves
 
 
 def _backward_fn(trace: Trace, residuals: dict, out_tree: Any, outs: list, in_tree: Any,
@@ -185,7 +191,7 @@ def _backward_fn(trace: Trace, residuals: dict, out_tree: Any, outs: list, in_tr
             if c.dtype != a.dtype and a.dtype.kind in "fc" and c.dtype.kind in "biuf":
                 c = c.astype(a.dtype)
             flat.append(c)
-        in_cts = backward_pass(trace, residuals, flat, consume=consume)
+        in_cts = backward_pass(trace, residuals[0], flat, consume=consume, frees=residuals[1])
         grads = [c if c is not None else _zeros(v.aval, x)
                  for c, v, x in zip(in_cts, trace.in_vars, leaves)]
         return tuple(tree.unflatten(in_tree, grads))
