@@ -252,13 +252,11 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        try:
-            idx = [args.__len__() and (i % len(args)) for i in nums]
-            if any(not -len(args) <= i < len(args) for i in nums):
-                raise IndexError
-        except (IndexError, ZeroDivisionError):
+        if any(not -len(args) <= i < len(args) for i in nums):
             raise GradError(f"{fname}: argnums={argnums} but the function was called with "
-                            f"{len(args)} positional argument(s).") from None
+                            f"{len(args)} positional argument(s). Pass the arguments to "
+                            "differentiate positionally.")
+        idx = [i % len(args) for i in nums]
         diff = tuple(args[i] for i in idx)
         for i, a in zip(nums, diff):
             for leaf in tree.leaves(a):
