@@ -30,6 +30,14 @@ def _zeros(aval: Any, like: Any) -> Any:
     return backend.xp.zeros(aval.shape, aval.dtype)
 
 
+def _read_only(x: Any) -> Any:
+    """A read-only view of a writable NumPy array (cotangents may alias the user's)."""
+    if type(x) is np.ndarray and x.flags.writeable:
+        x = x.view()
+        x.flags.writeable = False
+    return x
+
+
 def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
     """For each equation, the residuals the backward pass can drop once it has run.
 
@@ -192,7 +200,7 @@ def _backward_fn(trace: Trace, residuals: dict, out_tree: Any, outs: list, in_tr
                 c = c.astype(a.dtype)
             flat.append(c)
         in_cts = backward_pass(trace, residuals[0], flat, consume=consume, frees=residuals[1])
-        grads = [c if c is not None else _zeros(v.aval, x)
+        grads = [_read_only(c) if c is not None else _zeros(v.aval, x)
                  for c, v, x in zip(in_cts, trace.in_vars, leaves)]
         return tuple(tree.unflatten(in_tree, grads))
 
