@@ -1,9 +1,19 @@
-"""Reduction primitives over a tuple of axes (no keepdims: functx.numpy reshapes)."""
+"""Reduction primitives over a tuple of axes (no keepdims: functx.numpy reshapes).
+
+``axes`` is always a tuple of non-negative, distinct, in-range ints. Reducing over an empty
+axis gives the reduction's identity: 0 for sums, 1 for products, -inf/+inf (the integer
+minimum/maximum, False/True for bool) for maxima/minima; ``argmax``/``argmin`` of an empty
+axis are errors, as in NumPy.
+"""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
+from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
+from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._util import normalize_axes
 from functx.registry import Primitive
@@ -13,8 +23,6 @@ from functx.tracing import bind
 def reduced_aval(name: str, x: AbstractArray, axes: tuple[int, ...], dtype: Any = None) -> AbstractArray:
     """The abstract value of reducing ``x`` over ``axes`` (which must be normalised)."""
     if normalize_axes(name, axes, x.ndim) != tuple(axes):
-        from functx.errors import ShapeError
-
         raise ShapeError(f"{name}: axes must be non-negative, distinct and in range; got "
                          f"{axes} for {x}. (functx.numpy normalises axes for you.)")
     shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
@@ -32,6 +40,16 @@ def expand_reduced(ct: Any, in_aval: Any, axes: tuple[int, ...]) -> Any:
     return _shape.broadcast_in_dim(ct, tuple(in_aval.shape), tuple(kept))
 
 
+def _reduces_empty(x: Any, axes: tuple[int, ...]) -> bool:
+    return any(x.shape[a] == 0 for a in axes)
+
+
+def _reduced_shape(x: Any, axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+# -- reduce_sum ------------------------------------------------------------------------------
+
 reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_sum", x, axes))
 reduce_sum_p.def_impl(lambda xp, x, *, axes: xp.sum(x, axis=axes, dtype=x.dtype))
@@ -39,4 +57,198 @@ reduce_sum_p.def_vjp(lambda ct, ins, out, *, axes: (expand_reduced(ct, ins[0], a
 
 
 def reduce_sum(x: Any, axes: Sequence[int]) -> Any:
+    """The sum of ``x`` over ``axes`` (non-negative, distinct ints), in ``x``'s dtype."""
     return bind(reduce_sum_p, x, axes=tuple(axes))
+
+
+# -- reduce_max, reduce_min ------------------------------------------------------------------
+
+def _extremum_identity(dtype: np.dtype, is_max: bool) -> Any:
+    if dtype == np.bool_:
+        return not is_max
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if is_max else info.max
+    return -np.inf if is_max else np.inf
+
+
+def _make_extremum_impl(is_max: bool):
+    reduce_name, bool_name = ("max", "any") if is_max else ("min", "all")
+
+    def impl(xp, x, *, axes):
+        if x.dtype == np.bool_:
+            return getattr(xp, bool_name)(x, axis=axes)
+        if _reduces_empty(x, axes):
+            return xp.full(_reduced_shape(x, axes), _extremum_identity(x.dtype, is_max),
+                           dtype=x.dtype)
+        return getattr(xp, reduce_name)(x, axis=axes)
+    return impl
+
+
+def _extremum_vjp(ct, ins, out, *, axes):
+    """The cotangent goes to the maxima (minima), split evenly among ties, as in JAX."""
+    x = ins[0]
+    if _reduces_empty(x, axes):  # x has no elements: any array of its shape is the answer
+        return (expand_reduced(ct, x, axes),)
+    hit = _ew.convert_element_type(_ew.eq(x, expand_reduced(out, x, axes)), new_dtype=x.dtype)
+    count = reduce_sum(hit, axes)
+    return (_ew.mul(expand_reduced(_ew.div(ct, count), x, axes), hit),)
+
+
+reduce_max_p = Primitive("reduce_max")
+reduce_max_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_max", x, axes))
+reduce_max_p.def_impl(_make_extremum_impl(is_max=True))
+reduce_max_p.def_vjp(_extremum_vjp, save_inputs=(0,), save_output=True)
+
+
+def reduce_max(x: Any, axes: Sequence[int]) -> Any:
+    """The maximum of ``x`` over ``axes`` (on bool: any).
+
+    NaN propagates. The gradient is split evenly among tied maxima. Over an empty axis the
+    result is the identity (-inf, the integer minimum, or False).
+    """
+    return bind(reduce_max_p, x, axes=tuple(axes))
+
+
+reduce_min_p = Primitive("reduce_min")
+reduce_min_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_min", x, axes))
+reduce_min_p.def_impl(_make_extremum_impl(is_max=False))
+reduce_min_p.def_vjp(_extremum_vjp, save_inputs=(0,), save_output=True)
+
+
+def reduce_min(x: Any, axes: Sequence[int]) -> Any:
+    """The minimum of ``x`` over ``axes`` (on bool: all); see :func:`reduce_max`."""
+    return bind(reduce_min_p, x, axes=tuple(axes))
+
+
+# -- reduce_prod -----------------------------------------------------------------------------
+
+def _shift_last(a: Any, k: int, one: Any) -> Any:
+    """``a`` shifted by ``k`` places along its last axis, filled with ``one`` in front."""
+    config = ((0, 0, 0),) * (a.ndim - 1) + ((k, -k, 0),)
+    return _shape.pad(a, one, config)
+
+
+def _exclusive_cumprod_last(a: Any, one: Any) -> Any:
+    """Products of all entries before each one along the last axis (log-depth scan)."""
+    p = _shift_last(a, 1, one)
+    k = 1
+    while k < a.shape[-1]:
+        p = _ew.mul(p, _shift_last(p, k, one))
+        k *= 2
+    return p
+
+
+def _products_of_others(a: Any) -> Any:
+    """For each entry along the last axis, the product of all the other entries.
+
+    Built from exclusive prefix and suffix products, so it needs no division (zeros are
+    fine) and, being made of primitives, it is differentiable again.
+    """
+    one = _shape.constant(a, 1, (), a.dtype)
+    last = (a.ndim - 1,)
+    before = _exclusive_cumprod_last(a, one)
+    after = _shape.rev(_exclusive_cumprod_last(_shape.rev(a, last), one), last)
+    return _ew.mul(before, after)
+
+
+reduce_prod_p = Primitive("reduce_prod")
+reduce_prod_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_prod", x, axes))
+reduce_prod_p.def_impl(lambda xp, x, *, axes: xp.prod(x, axis=axes, dtype=x.dtype))
+
+
+@reduce_prod_p.def_vjp(save_inputs=(0,))
+def _reduce_prod_vjp(ct, ins, out, *, axes):
+    # Move the reduced axes last, flatten them, and multiply the cotangent by the product
+    # of the other entries of each reduced group.
+    x = ins[0]
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    perm = kept + tuple(axes)
+    rest = tuple(x.shape[i] for i in kept)
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    flat = _shape.reshape(_shape.transpose_if_needed(x, perm), rest + (n,))
+    ct_flat = _shape.broadcast_in_dim(ct, rest + (n,), tuple(range(len(rest))))
+    g = _ew.mul(ct_flat, _products_of_others(flat))
+    g = _shape.reshape(g, tuple(x.shape[i] for i in perm))
+    return (_shape.transpose_if_needed(g, tuple(np.argsort(perm).tolist())),)
+
+
+def reduce_prod(x: Any, axes: Sequence[int]) -> Any:
+    """The product of ``x`` over ``axes``, in ``x``'s dtype (1 over an empty axis).
+
+    The gradient is exact when some entries are zero (it never divides by ``x``).
+    """
+    return bind(reduce_prod_p, x, axes=tuple(axes))
+
+
+# -- argmax, argmin --------------------------------------------------------------------------
+
+def _index_reduction(name: str) -> Primitive:
+    """argmax or argmin: the primitive with its shape rule, impl and zero VJP."""
+    p = Primitive(name)
+
+    @p.def_abstract_eval
+    def rule(x: AbstractArray, *, axis: int, index_dtype: np.dtype) -> AbstractArray:
+        if not 0 <= axis < x.ndim:
+            raise ShapeError(f"{name}: axis {axis} is out of range for {x}; use an axis in "
+                             f"[0, {x.ndim}) (functx.numpy normalises negative axes).")
+        if x.shape[axis] == 0:
+            raise ShapeError(f"{name} of {x} over axis {axis}, which is empty, is undefined. "
+                             "Take it over a non-empty axis.")
+        if np.dtype(index_dtype).kind not in "iu":
+            raise DTypeError(f"{name} needs an integer index_dtype but got {index_dtype}; "
+                             "use np.int64 or np.int32.")
+        return AbstractArray(tuple(d for i, d in enumerate(x.shape) if i != axis), index_dtype)
+
+    p.def_impl(lambda xp, x, *, axis, index_dtype:
+               getattr(xp, name)(x, axis=axis).astype(index_dtype, copy=False))
+    p.def_zero_vjp()
+    return p
+
+
+argmax_p = _index_reduction("argmax")
+
+
+def argmax(x: Any, *, axis: int, index_dtype: Any = np.int64) -> Any:
+    """The index of the first maximum of ``x`` along ``axis`` (NaN counts as the maximum)."""
+    return bind(argmax_p, x, axis=int(axis), index_dtype=np.dtype(index_dtype))
+
+
+argmin_p = _index_reduction("argmin")
+
+
+def argmin(x: Any, *, axis: int, index_dtype: Any = np.int64) -> Any:
+    """The index of the first minimum of ``x`` along ``axis`` (NaN counts as the minimum)."""
+    return bind(argmin_p, x, axis=int(axis), index_dtype=np.dtype(index_dtype))
+
+
+# -- cumsum ----------------------------------------------------------------------------------
+
+cumsum_p = Primitive("cumsum")
+
+
+@cumsum_p.def_abstract_eval
+def _cumsum_aval(x: AbstractArray, *, axis: int, reverse: bool) -> AbstractArray:
+    if not 0 <= axis < x.ndim:
+        raise ShapeError(f"cumsum: axis {axis} is out of range for {x}; use an axis in "
+                         f"[0, {x.ndim}) (functx.numpy normalises negative axes).")
+    if x.dtype == np.bool_:
+        raise DTypeError(f"cumsum of a bool array ({x}) is undefined at the primitive level; "
+                         "convert it to an integer dtype first (functx.numpy.cumsum does).")
+    return x
+
+
+@cumsum_p.def_impl
+def _cumsum_impl(xp, x, *, axis, reverse):
+    if not reverse:
+        return xp.cumsum(x, axis=axis, dtype=x.dtype)
+    return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+
+
+cumsum_p.def_vjp(lambda ct, ins, out, *, axis, reverse:
+                 (cumsum(ct, axis=axis, reverse=not reverse),))
+
+
+def cumsum(x: Any, *, axis: int, reverse: bool = False) -> Any:
+    """Inclusive running sums of ``x`` along ``axis`` (from the end when ``reverse``)."""
+    return bind(cumsum_p, x, axis=int(axis), reverse=bool(reverse))

@@ -1,15 +1,71 @@
-"""Shape primitives: reshape, broadcast_in_dim, transpose, squeeze, slicing, padding..."""
+"""Shape primitives: reshape, broadcasting, transposes, squeezing, slicing, padding, reversal.
+
+Static parameters are tuples of non-negative ints (the wrappers normalise negative axes).
+``dynamic_slice`` and ``dynamic_update_slice`` take their start indices as extra scalar
+integer operands after the arrays, so they may be traced; like ``lax.dynamic_slice`` they
+clamp the start indices so that the window lies inside the array.
+"""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import numpy as np
 
-from functx.errors import ShapeError
+from functx.backends import CPU, backend_of
+from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
+from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
+from functx.primitives._util import fmt, normalize_axes, same_dtypes
 from functx.registry import Primitive
-from functx.tracing import bind
+from functx.tracing import Tracer, bind
+
+_pyslice = slice  # this module defines a `slice` primitive wrapper
+
+
+# -- helpers shared by the rules of the structural families --------------------------------
+
+def array_module(like: Any) -> Any:
+    """The array module (numpy or cupy) of the device ``like`` lives on.
+
+    Tracers are looked through to the value they carry; abstract values and Python scalars
+    give numpy.
+    """
+    while type(like) is Tracer:
+        like = like._value
+    return (backend_of(like) or CPU).xp
+
+
+def constant(like: Any, fill_value: Any, shape: Sequence[int], dtype: Any) -> Any:
+    """A read-only array of ``shape`` filled with ``fill_value``, on ``like``'s device."""
+    xp = array_module(like)
+    return broadcast_in_dim(xp.full((), fill_value, dtype=dtype), tuple(shape), ())
+
+
+def transpose_if_needed(x: Any, permutation: Sequence[int]) -> Any:
+    """``transpose(x, permutation)``, or ``x`` itself when the permutation is the identity."""
+    permutation = tuple(permutation)
+    return x if permutation == tuple(range(len(permutation))) else transpose(x, permutation)
+
+
+def _check_start_indices(name: str, x: AbstractArray, idx: Sequence[AbstractArray]) -> None:
+    if len(idx) != x.ndim:
+        raise ShapeError(f"{name} needs one start index per axis of {x} ({x.ndim}) but got "
+                         f"{len(idx)}.")
+    for i in idx:
+        if i.shape != () or i.dtype.kind not in "iu":
+            raise DTypeError(f"{name}: start indices must be scalar integers but got "
+                             f"{fmt(idx)}. Pass Python ints or 0-d integer arrays.")
+
+
+def _clamped_starts(shape: Sequence[int], sizes: Sequence[int], idx: Sequence[Any]) -> list:
+    return [int(min(max(int(i), 0), n - s)) for i, n, s in zip(idx, shape, sizes)]
+
+
+def _start_operand(i: Any) -> Any:
+    # Python ints stay device-free scalars (a 0-d int64 literal in traces).
+    return int(i) if isinstance(i, (int, np.integer)) else i
+
 
 # -- reshape ---------------------------------------------------------------------------------
 
@@ -29,6 +85,7 @@ reshape_p.def_vjp(lambda ct, ins, out, *, new_sizes: (reshape(ct, ins[0].shape),
 
 
 def reshape(x: Any, new_sizes: Sequence[int]) -> Any:
+    """``x`` with shape ``new_sizes`` (same number of elements, C order)."""
     return bind(reshape_p, x, new_sizes=tuple(int(d) for d in new_sizes))
 
 
@@ -69,5 +126,344 @@ def _bid_vjp(ct, ins, out, *, shape, broadcast_dimensions):
 
 
 def broadcast_in_dim(x: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
-    return bind(broadcast_in_dim_p, x, shape=tuple(shape),
-                broadcast_dimensions=tuple(broadcast_dimensions))
+    """``x`` broadcast to ``shape``; operand axis i becomes output axis broadcast_dimensions[i]."""
+    return bind(broadcast_in_dim_p, x, shape=tuple(int(d) for d in shape),
+                broadcast_dimensions=tuple(int(d) for d in broadcast_dimensions))
+
+
+# -- transpose -------------------------------------------------------------------------------
+
+transpose_p = Primitive("transpose")
+
+
+@transpose_p.def_abstract_eval
+def _transpose_aval(x: AbstractArray, *, permutation: tuple[int, ...]) -> AbstractArray:
+    if sorted(permutation) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: {permutation} is not a permutation of the axes of {x}; "
+                         f"give each of 0..{x.ndim - 1} exactly once.")
+    return AbstractArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
+
+
+transpose_p.def_impl(lambda xp, x, *, permutation: xp.transpose(x, permutation))
+transpose_p.def_vjp(lambda ct, ins, out, *, permutation:
+                    (transpose(ct, tuple(np.argsort(permutation).tolist())),))
+
+
+def transpose(x: Any, permutation: Sequence[int]) -> Any:
+    """``x`` with its axes permuted: output axis i is input axis ``permutation[i]``."""
+    return bind(transpose_p, x, permutation=tuple(int(p) for p in permutation))
+
+
+# -- squeeze, expand_dims --------------------------------------------------------------------
+
+squeeze_p = Primitive("squeeze")
+
+
+@squeeze_p.def_abstract_eval
+def _squeeze_aval(x: AbstractArray, *, dimensions: tuple[int, ...]) -> AbstractArray:
+    normalize_axes("squeeze", dimensions, x.ndim)
+    if any(d < 0 or x.shape[d] != 1 for d in dimensions):
+        raise ShapeError(f"squeeze can only remove axes of size 1 (non-negative axis numbers) "
+                         f"but got dimensions={dimensions} for {x}.")
+    shape = tuple(d for i, d in enumerate(x.shape) if i not in dimensions)
+    return AbstractArray(shape, x.dtype, x.weak_type)
+
+
+squeeze_p.def_impl(lambda xp, x, *, dimensions: xp.reshape(
+    x, tuple(d for i, d in enumerate(x.shape) if i not in dimensions)))
+squeeze_p.def_vjp(lambda ct, ins, out, *, dimensions: (expand_dims(ct, dimensions),))
+
+
+def squeeze(x: Any, dimensions: Sequence[int]) -> Any:
+    """``x`` without the size-1 axes ``dimensions`` (negative axes count from the end)."""
+    return bind(squeeze_p, x, dimensions=tuple(
+        sorted(normalize_axes("squeeze", tuple(int(d) for d in dimensions), np.ndim(x)))))
+
+
+expand_dims_p = Primitive("expand_dims")
+
+
+@expand_dims_p.def_abstract_eval
+def _expand_dims_aval(x: AbstractArray, *, dimensions: tuple[int, ...]) -> AbstractArray:
+    out_ndim = x.ndim + len(dimensions)
+    if normalize_axes("expand_dims", dimensions, out_ndim) != dimensions:
+        raise ShapeError(f"expand_dims: dimensions must be non-negative; got {dimensions}.")
+    rest = iter(x.shape)
+    shape = tuple(1 if i in dimensions else next(rest) for i in range(out_ndim))
+    return AbstractArray(shape, x.dtype, x.weak_type)
+
+
+@expand_dims_p.def_impl
+def _expand_dims_impl(xp, x, *, dimensions):
+    rest = iter(x.shape)
+    return xp.reshape(x, tuple(1 if i in dimensions else next(rest)
+                               for i in range(x.ndim + len(dimensions))))
+
+
+expand_dims_p.def_vjp(lambda ct, ins, out, *, dimensions: (squeeze(ct, dimensions),))
+
+
+def expand_dims(x: Any, dimensions: Sequence[int]) -> Any:
+    """``x`` with size-1 axes inserted at output positions ``dimensions``."""
+    dims = tuple(int(d) for d in dimensions)
+    return bind(expand_dims_p, x, dimensions=tuple(
+        sorted(normalize_axes("expand_dims", dims, np.ndim(x) + len(dims)))))
+
+
+# -- slice -----------------------------------------------------------------------------------
+
+slice_p = Primitive("slice")
+
+
+def _slice_shape(start, limit, strides) -> tuple[int, ...]:
+    strides = strides or (1,) * len(start)
+    return tuple(max(0, -(-(hi - lo) // s)) for lo, hi, s in zip(start, limit, strides))
+
+
+@slice_p.def_abstract_eval
+def _slice_aval(x: AbstractArray, *, start_indices, limit_indices, strides) -> AbstractArray:
+    n = x.ndim
+    ok = len(start_indices) == n and len(limit_indices) == n and (
+        strides is None or len(strides) == n and all(s >= 1 for s in strides)) and all(
+        0 <= lo <= hi <= d for lo, hi, d in zip(start_indices, limit_indices, x.shape))
+    if not ok:
+        raise ShapeError(f"slice of {x} with start_indices={start_indices}, limit_indices="
+                         f"{limit_indices}, strides={strides} is invalid: give one entry per "
+                         "axis with 0 <= start <= limit <= size and strides >= 1.")
+    return AbstractArray(_slice_shape(start_indices, limit_indices, strides), x.dtype,
+                         x.weak_type)
+
+
+@slice_p.def_impl
+def _slice_impl(xp, x, *, start_indices, limit_indices, strides):
+    strides = strides or (1,) * x.ndim
+    return x[tuple(_pyslice(lo, hi, s) for lo, hi, s in zip(start_indices, limit_indices,
+                                                             strides))]
+
+
+@slice_p.def_vjp
+def _slice_vjp(ct, ins, out, *, start_indices, limit_indices, strides):
+    shape = ins[0].shape
+    strides = strides or (1,) * len(shape)
+    # The last element taken on each axis (or start, where nothing was taken).
+    real_limits = [lo + (0 if m == 0 else 1 + (m - 1) * s)
+                   for lo, m, s in zip(start_indices, ct.shape, strides)]
+    config = tuple((lo, d - hi, s - 1) for lo, hi, d, s in zip(start_indices, real_limits,
+                                                                shape, strides))
+    return (pad(ct, constant(ct, 0, (), ct.dtype), config),)
+
+
+def slice(x: Any, start_indices: Sequence[int], limit_indices: Sequence[int],
+          strides: Sequence[int] | None = None) -> Any:
+    """``x[start:limit:stride]`` on every axis (static bounds; strides >= 1)."""
+    strides = None if strides is None or all(int(s) == 1 for s in strides) else tuple(
+        int(s) for s in strides)
+    return bind(slice_p, x, start_indices=tuple(int(i) for i in start_indices),
+                limit_indices=tuple(int(i) for i in limit_indices), strides=strides)
+
+
+# -- dynamic_slice, dynamic_update_slice -----------------------------------------------------
+
+dynamic_slice_p = Primitive("dynamic_slice")
+
+
+@dynamic_slice_p.def_abstract_eval
+def _dynamic_slice_aval(x: AbstractArray, *idx: AbstractArray,
+                        slice_sizes: tuple[int, ...]) -> AbstractArray:
+    _check_start_indices("dynamic_slice", x, idx)
+    if len(slice_sizes) != x.ndim or not all(0 <= s <= d for s, d in zip(slice_sizes, x.shape)):
+        raise ShapeError(f"dynamic_slice: slice_sizes={slice_sizes} does not fit {x}; give "
+                         "one size per axis, each between 0 and the axis size.")
+    return AbstractArray(slice_sizes, x.dtype, x.weak_type)
+
+
+@dynamic_slice_p.def_impl
+def _dynamic_slice_impl(xp, x, *idx, slice_sizes):
+    starts = _clamped_starts(x.shape, slice_sizes, idx)
+    return x[tuple(_pyslice(s, s + n) for s, n in zip(starts, slice_sizes))]
+
+
+@dynamic_slice_p.def_vjp(save_inputs=True)  # reads only the start indices
+def _dynamic_slice_vjp(ct, ins, out, *, slice_sizes):
+    x, idx = ins[0], ins[1:]
+    zeros = constant(ct, 0, x.shape, x.dtype)
+    return (dynamic_update_slice(zeros, ct, idx),) + (None,) * len(idx)
+
+
+def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
+    """The window of ``x`` of shape ``slice_sizes`` starting at ``start_indices``.
+
+    Start indices are scalar integers (Python ints, 0-d arrays or traced scalars), clamped
+    so that the window lies inside ``x`` (as in ``lax.dynamic_slice``).
+    """
+    return bind(dynamic_slice_p, x, *map(_start_operand, start_indices),
+                slice_sizes=tuple(int(s) for s in slice_sizes))
+
+
+dynamic_update_slice_p = Primitive("dynamic_update_slice")
+
+
+@dynamic_update_slice_p.def_abstract_eval
+def _dus_aval(x: AbstractArray, update: AbstractArray, *idx: AbstractArray) -> AbstractArray:
+    same_dtypes("dynamic_update_slice", x, update)
+    _check_start_indices("dynamic_update_slice", x, idx)
+    if update.ndim != x.ndim or not all(u <= d for u, d in zip(update.shape, x.shape)):
+        raise ShapeError(f"dynamic_update_slice: the update {update} does not fit into {x}; "
+                         "it needs the same rank and no larger sizes.")
+    return x
+
+
+@dynamic_update_slice_p.def_impl
+def _dus_impl(xp, x, update, *idx):
+    starts = _clamped_starts(x.shape, update.shape, idx)
+    out = xp.array(x, copy=True)
+    out[tuple(_pyslice(s, s + n) for s, n in zip(starts, update.shape))] = update
+    return out
+
+
+@dynamic_update_slice_p.def_vjp(save_inputs=True)  # reads only the start indices
+def _dus_vjp(ct, ins, out):
+    update, idx = ins[1], ins[2:]
+    zeros = constant(ct, 0, update.shape, update.dtype)
+    return (dynamic_update_slice(ct, zeros, idx),
+            dynamic_slice(ct, idx, update.shape)) + (None,) * len(idx)
+
+
+def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any]) -> Any:
+    """A copy of ``x`` with the window at ``start_indices`` replaced by ``update``.
+
+    Start indices are clamped so that the window lies inside ``x``, as in
+    :func:`dynamic_slice`.
+    """
+    return bind(dynamic_update_slice_p, x, update, *map(_start_operand, start_indices))
+
+
+# -- concatenate -----------------------------------------------------------------------------
+
+concatenate_p = Primitive("concatenate")
+
+
+@concatenate_p.def_abstract_eval
+def _concatenate_aval(*xs: AbstractArray, dimension: int) -> AbstractArray:
+    if not xs:
+        raise ShapeError("concatenate needs at least one array.")
+    dtype = same_dtypes("concatenate", *xs)
+    x0 = xs[0]
+    if not 0 <= dimension < x0.ndim or any(
+            x.ndim != x0.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape))
+                                     if i != dimension) for x in xs):
+        raise ShapeError(f"concatenate along axis {dimension} needs arrays of one rank (at "
+                         f"least 1) whose sizes agree on every other axis, but got {fmt(xs)}.")
+    shape = list(x0.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return AbstractArray(shape, dtype, all(x.weak_type for x in xs))
+
+
+concatenate_p.def_impl(lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension))
+
+
+@concatenate_p.def_vjp
+def _concatenate_vjp(ct, ins, out, *, dimension):
+    cts, offset = [], 0
+    for x in ins:
+        start = [0] * len(x.shape)
+        start[dimension] = offset
+        offset += x.shape[dimension]
+        limit = list(ct.shape)
+        limit[dimension] = offset
+        cts.append(slice(ct, start, limit))
+    return tuple(cts)
+
+
+def concatenate(xs: Sequence[Any], dimension: int) -> Any:
+    """The arrays ``xs`` (one dtype, one rank) joined along axis ``dimension``."""
+    xs = tuple(xs)
+    ndim = np.ndim(xs[0]) if xs else 1
+    return bind(concatenate_p, *xs, dimension=normalize_axes("concatenate", (int(dimension),),
+                                                             ndim)[0])
+
+
+# -- pad -------------------------------------------------------------------------------------
+
+pad_p = Primitive("pad")
+
+
+def _padded_size(n: int, lo: int, hi: int, interior: int) -> int:
+    return lo + hi + n + max(n - 1, 0) * interior
+
+
+@pad_p.def_abstract_eval
+def _pad_aval(x: AbstractArray, padding_value: AbstractArray, *,
+              padding_config: tuple) -> AbstractArray:
+    same_dtypes("pad", x, padding_value)
+    if padding_value.shape != ():
+        raise ShapeError(f"pad needs a scalar padding value but got {padding_value}.")
+    if len(padding_config) != x.ndim or any(c[2] < 0 for c in padding_config):
+        raise ShapeError(f"pad of {x} needs one (low, high, interior) triple per axis with "
+                         f"interior >= 0 but got {padding_config}.")
+    shape = tuple(_padded_size(n, *c) for n, c in zip(x.shape, padding_config))
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"pad of {x} with {padding_config} would give the negative shape "
+                         f"{shape}; negative low/high padding cannot crop more than the axis.")
+    return AbstractArray(shape, x.dtype, x.weak_type)
+
+
+@pad_p.def_impl
+def _pad_impl(xp, x, padding_value, *, padding_config):
+    # Pad with the non-negative parts of low/high, then crop the negative parts away.
+    grown = [_padded_size(n, max(lo, 0), max(hi, 0), i)
+             for n, (lo, hi, i) in zip(x.shape, padding_config)]
+    out = xp.empty(grown, dtype=x.dtype)
+    out[...] = padding_value
+    out[tuple(_pyslice(max(lo, 0), max(lo, 0) + _padded_size(n, 0, 0, i), i + 1)
+              for n, (lo, hi, i) in zip(x.shape, padding_config))] = x
+    return out[tuple(_pyslice(max(-lo, 0), g - max(-hi, 0))
+                     for g, (lo, hi, _) in zip(grown, padding_config))]
+
+
+@pad_p.def_vjp
+def _pad_vjp(ct, ins, out, *, padding_config):
+    unpadded = pad(ct, constant(ct, 0, (), ct.dtype),
+                   tuple((-lo, -hi, 0) for lo, hi, _ in padding_config))
+    ct_x = slice(unpadded, (0,) * ct.ndim, unpadded.shape,
+                 tuple(i + 1 for _, _, i in padding_config))
+    every = tuple(range(ct.ndim))
+    ct_value = _ew.sub(_red.reduce_sum(ct, every), _red.reduce_sum(ct_x, every))
+    return ct_x, ct_value
+
+
+def pad(x: Any, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> Any:
+    """``x`` padded with ``padding_value`` (a scalar of ``x``'s dtype).
+
+    ``padding_config`` holds one ``(low, high, interior)`` triple per axis: ``interior``
+    values go between neighbouring elements, ``low``/``high`` at the ends; negative
+    ``low``/``high`` crop instead. A Python scalar ``padding_value`` is converted to
+    ``x``'s dtype.
+    """
+    if isinstance(padding_value, (bool, int, float, np.generic)) and hasattr(x, "dtype"):
+        padding_value = constant(x, padding_value, (), x.dtype)
+    return bind(pad_p, x, padding_value,
+                padding_config=tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config))
+
+
+# -- rev -------------------------------------------------------------------------------------
+
+rev_p = Primitive("rev")
+
+
+@rev_p.def_abstract_eval
+def _rev_aval(x: AbstractArray, *, dimensions: tuple[int, ...]) -> AbstractArray:
+    if normalize_axes("rev", dimensions, x.ndim) != dimensions:
+        raise ShapeError(f"rev: dimensions must be non-negative; got {dimensions} for {x}.")
+    return x
+
+
+rev_p.def_impl(lambda xp, x, *, dimensions: x[tuple(
+    _pyslice(None, None, -1 if i in dimensions else 1) for i in range(x.ndim))])
+rev_p.def_vjp(lambda ct, ins, out, *, dimensions: (rev(ct, dimensions),))
+
+
+def rev(x: Any, dimensions: Sequence[int]) -> Any:
+    """``x`` reversed along the axes ``dimensions``."""
+    return bind(rev_p, x, dimensions=tuple(
+        sorted(normalize_axes("rev", tuple(int(d) for d in dimensions), np.ndim(x)))))
