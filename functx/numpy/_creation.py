@@ -1,1 +1,196 @@
-__all__: list[str] = []
+"""Array creation: zeros, ones, full, eye, arange, linspace... and the constants pi, e, inf, nan.
+
+Creation functions with static arguments return read-only NumPy arrays made by
+``functx.numpy._promotion._host_array`` (the one place host arrays are created; a default
+device will be added there). ``full``/``full_like`` with a traced fill value broadcast the
+tracer, and ``linspace`` with traced ``start``/``stop`` is built from primitives, so both
+are differentiable. The default dtype is float64, as in NumPy.
+
+Differences from NumPy:
+    * ``empty``/``empty_like`` return zeros (functx arrays are never uninitialised).
+    * ``arange`` needs concrete numbers (its length depends on them); a tracer whose value
+      is unknown raises ConcretizationError.
+    * ``linspace`` always uses ``start + i * step`` (NumPy switches to ``i / div * delta`` when
+      ``step`` underflows to 0); the last value is exactly ``stop`` when ``endpoint``.
+    * ``order=``, ``like=`` and ``device=`` are accepted and ignored (C order, host arrays).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from functx.numpy import _shape as _fshape
+from functx.numpy._promotion import _host_array, asarray, astype, is_tracer, result_type
+from functx.primitives import elementwise as _ew
+
+__all__ = [
+    "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
+    "eye", "identity", "arange", "linspace", "tri", "pi", "e", "inf", "nan", "euler_gamma",
+]
+
+pi, e, inf, nan, euler_gamma = np.pi, np.e, np.inf, np.nan, np.euler_gamma
+
+
+def _shape_tuple(shape: Any) -> tuple[builtins.int, ...]:
+    if isinstance(shape, (tuple, list)):
+        return tuple(operator.index(d) for d in shape)
+    return (operator.index(shape),)
+
+
+def zeros(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
+          device: Any = None) -> np.ndarray:
+    """A read-only array of zeros (default dtype float64)."""
+    return _host_array(np.zeros(_shape_tuple(shape), dtype=dtype))
+
+
+def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None,
+         device: Any = None) -> np.ndarray:
+    """A read-only array of ones (default dtype float64)."""
+    return _host_array(np.ones(_shape_tuple(shape), dtype=dtype))
+
+
+def empty(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
+          device: Any = None) -> np.ndarray:
+    """Same as :func:`zeros` (functx arrays are never uninitialised)."""
+    return zeros(shape, dtype)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
+         like: Any = None, device: Any = None) -> Any:
+    """An array of ``shape`` filled with ``fill_value`` (which broadcasts to ``shape``).
+
+    The dtype defaults to the fill value's (a Python float gives float64). A traced fill
+    value is broadcast with primitives (so gradients flow back to it); otherwise the
+    result is a read-only NumPy array.
+    """
+    shape = _shape_tuple(shape)
+    if is_tracer(fill_value):
+        value = fill_value if dtype is None else astype(fill_value, dtype)
+        return _fshape.broadcast_to(value, shape)
+    if isinstance(fill_value, (list, tuple)) and builtins.any(map(is_tracer, fill_value)):
+        return full(shape, asarray(fill_value, dtype))
+    return _host_array(np.full(shape, fill_value, dtype=dtype))
+
+
+def _like_shape(a: Any, shape: Any) -> tuple[builtins.int, ...]:
+    if shape is not None:
+        return _shape_tuple(shape)
+    return tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
+
+
+def _like_dtype(a: Any, dtype: Any) -> np.dtype:
+    if dtype is not None:
+        return np.dtype(dtype)
+    dt = getattr(a, "dtype", None)
+    return dt if isinstance(dt, np.dtype) else np.asarray(a).dtype
+
+
+def zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: builtins.bool = True,
+               shape: Any = None, *, device: Any = None) -> np.ndarray:
+    """Zeros with the shape and dtype of ``a`` (a tracer's shape is known, so this is a
+    constant even inside transforms)."""
+    return zeros(_like_shape(a, shape), _like_dtype(a, dtype))
+
+
+def ones_like(a: Any, dtype: Any = None, order: str = "K", subok: builtins.bool = True,
+              shape: Any = None, *, device: Any = None) -> np.ndarray:
+    """Ones with the shape and dtype of ``a`` (a constant even inside transforms)."""
+    return ones(_like_shape(a, shape), _like_dtype(a, dtype))
+
+
+def empty_like(prototype: Any, dtype: Any = None, order: str = "K", subok: builtins.bool = True,
+               shape: Any = None, *, device: Any = None) -> np.ndarray:
+    """Same as :func:`zeros_like`."""
+    return zeros_like(prototype, dtype, shape=shape)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K",
+              subok: builtins.bool = True, shape: Any = None, *, device: Any = None) -> Any:
+    """An array with the shape and dtype of ``a`` filled with ``fill_value`` (may be traced)."""
+    return full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype))
+
+
+def eye(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float,
+        order: str = "C", *, like: Any = None, device: Any = None) -> np.ndarray:
+    """An ``N x M`` array with ones on the ``k``-th diagonal and zeros elsewhere."""
+    return _host_array(np.eye(N, M, k, dtype=dtype))
+
+
+def identity(n: builtins.int, dtype: Any = None, *, like: Any = None) -> np.ndarray:
+    """The ``n x n`` identity matrix (default dtype float64)."""
+    return eye(n, dtype=dtype if dtype is not None else float)
+
+
+def tri(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float, *,
+        like: Any = None) -> np.ndarray:
+    """An ``N x M`` array with ones at and below the ``k``-th diagonal, zeros elsewhere."""
+    return _host_array(np.tri(N, M, k, dtype=dtype))
+
+
+def _concrete_number(x: Any) -> Any:
+    """A Python number for an ``arange`` argument (a tracer's value must be known)."""
+    if is_tracer(x):
+        return x.item()
+    return x
+
+
+def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
+           like: Any = None, device: Any = None) -> np.ndarray:
+    """Evenly spaced values in ``[start, stop)`` (NumPy's rules for the length and dtype).
+
+    Raises:
+        ConcretizationError: an argument is a tracer whose value is not known (inside
+            ``make_trace``/``jit``): the length of the result depends on it.
+    """
+    args = [_concrete_number(v) for v in (start, stop, step) if v is not None]
+    if stop is None and step is not None:
+        args = [0] + args
+    return _host_array(np.arange(*args, dtype=dtype))
+
+
+def linspace(start: Any, stop: Any, num: builtins.int = 50, endpoint: builtins.bool = True,
+             retstep: builtins.bool = False, dtype: Any = None, axis: builtins.int = 0, *,
+             device: Any = None) -> Any:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (``stop`` excluded unless
+    ``endpoint``).
+
+    ``start``/``stop`` may be arrays (the values run along a new axis ``axis``) and may be
+    traced: the result is ``start + i * step`` built from primitives (with the last value
+    exactly ``stop``), so it is differentiable with respect to both. Integer ``dtype``
+    floors the values, as NumPy does. With ``retstep`` also returns the step (NaN when
+    there is no step, i.e. ``num - endpoint <= 0``).
+    """
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"functx.numpy.linspace: Number of samples, {num}, must be "
+                         "non-negative.")
+    start = start if is_tracer(start) else asarray(start)
+    stop = stop if is_tracer(stop) else asarray(stop)
+    dt = result_type(start, stop, float(num))
+    start, stop = astype(start, dt), astype(stop, dt)
+    delta = _ew.sub(stop, start)
+    div = num - 1 if endpoint else num
+    extra = len(delta.shape)
+    steps = _host_array(np.arange(num, dtype=dt).reshape((num,) + (1,) * extra))
+    if div > 0:
+        step = _ew.div(delta, np.full((), div, dt))
+        y = _ew.mul(steps, step)
+    else:
+        step = _fshape.broadcast_to(np.full((), math.nan, dt), tuple(delta.shape))
+        y = _ew.mul(steps, delta)
+    y = _ew.add(y, start)
+    if endpoint and num > 1:
+        last = np.arange(num).reshape((num,) + (1,) * extra) == num - 1
+        y = _ew.select(_host_array(last), stop, y)
+    if axis != 0:
+        y = _fshape.moveaxis(y, 0, axis)
+    if dtype is not None:
+        out_dt = np.dtype(dtype)
+        if out_dt.kind in "iu":
+            y = _ew.floor(y)
+        y = astype(y, out_dt)
+    return (y, step) if retstep else y

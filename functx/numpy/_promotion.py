@@ -220,10 +220,10 @@ def astype(x: Any, dtype: Any, /, *, copy: builtins.bool = True, device: Any = N
 def promote_args(name: str, *args: Any) -> list:
     """Convert ``args`` to one dtype (NEP 50 promotion) so a binary primitive accepts them.
 
-    Python scalars become 0-d arrays of the result dtype, except when their own default
-    dtype already is the result dtype: then they stay Python scalars, so results computed
-    only from weak values stay weak inside traces. Arrays and tracers of another dtype go
-    through ``convert_element_type``; sequences are converted with :func:`asarray`.
+    Python scalars become (strong) 0-d arrays of the result dtype: eager results are
+    arrays, which are never weak, so a value computed from Python scalars promotes the
+    same way inside and outside transforms. Arrays and tracers of another dtype go through
+    ``convert_element_type``; sequences are converted with :func:`asarray`.
 
     Args:
         name: the calling function's name (for error messages).
@@ -235,22 +235,27 @@ def promote_args(name: str, *args: Any) -> list:
     Raises:
         OverflowError: a Python integer does not fit the result dtype (as in NumPy 2).
     """
+    return promote_args_dtype(name, *args)[0]
+
+
+def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
+    """:func:`promote_args` and the common dtype (the operands may be Python scalars, which
+    have no ``.dtype``)."""
     args = [a if is_tracer(a) or isinstance(a, (np.ndarray,) + PY_SCALARS) else asarray(a)
             for a in args]
     dt = result_type(*args)
     out = []
     for a in args:
         if isinstance(a, PY_SCALARS):
-            if np.asarray(a).dtype != dt:
-                try:
-                    a = _host_array(a, dt)
-                except OverflowError as e:
-                    raise OverflowError(f"functx.numpy.{name}: {e} (NumPy 2 raises here too); "
-                                        f"convert the array to a wider dtype first.") from None
+            try:
+                a = _host_array(a, dt)
+            except OverflowError as e:
+                raise OverflowError(f"functx.numpy.{name}: {e} (NumPy 2 raises here too); "
+                                    f"convert the array to a wider dtype first.") from None
         elif a.dtype != dt:
             a = _convert(a, dt)
         out.append(a)
-    return out
+    return out, dt
 
 
 def dtype_of(x: Any) -> np.dtype:
