@@ -1,0 +1,177 @@
+"""Timing, result tables and the environment report for the benchmark scripts.
+
+Timings are interleaved in blocks: each round runs every system for a block of consecutive
+repeats, in a rotating order, so slow drifts of a noisy machine (other processes, frequency
+changes) hit all systems alike. Blocks rather than single calls, each after one untimed call,
+because the libraries keep their own BLAS/OpenMP thread pools, whose threads spin for a
+while after a call: alternating libraries call by call makes them fight over the cores and
+measures that fight instead of the libraries.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import attrs
+import numpy as np
+
+
+@attrs.frozen
+class Timing:
+    """The wall-clock times of one system on one workload, in seconds."""
+
+    name: str
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """The 25th and 75th percentiles (the spread reported next to the median)."""
+        q = statistics.quantiles(self.samples, n=4, method="inclusive")
+        return q[0], q[2]
+
+
+def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
+            block: int = 10) -> list[Timing]:
+    """Time each step function ``repeats`` times after ``warmup`` untimed calls.
+
+    Args:
+        steps: system name -> a function running one complete step (and waiting for any
+            asynchronous work to finish).
+        repeats: timed calls per system.
+        warmup: untimed calls per system before timing starts.
+        block: consecutive timed calls of one system within a round (each block starts
+            with one more untimed call).
+
+    Returns:
+        One Timing per system, in the order of ``steps``.
+    """
+    names = list(steps)
+    for name in names:
+        for _ in range(warmup):
+            steps[name]()
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    clock = time.perf_counter
+    rounds = -(-repeats // block)
+    for r in range(rounds):
+        k = r % len(names)
+        n = min(block, repeats - r * block)
+        for name in names[k:] + names[:k]:
+            step = steps[name]
+            step()
+            for _ in range(n):
+                t0 = clock()
+                step()
+                samples[name].append(clock() - t0)
+    return [Timing(n, tuple(samples[n])) for n in names]
+
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    """``max|got - want| / max|want|`` (0 when both are zero)."""
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    scale = float(np.max(np.abs(want), initial=0.0))
+    err = float(np.max(np.abs(got - want), initial=0.0))
+    return err / scale if scale else err
+
+
+def markdown_table(timings: list[Timing], unit: str, scale: float, reference: str,
+                   notes: dict[str, str] | None = None) -> str:
+    """A markdown table: median, interquartile range and ratio to the reference system.
+
+    Args:
+        timings: the results, one row each.
+        unit: the unit of the reported numbers (e.g. "µs/op").
+        scale: multiplies seconds into that unit.
+        reference: the system the ratio column compares against (``ref ÷ this``).
+        notes: optional text per system for a last column.
+    """
+    ref = next((t for t in timings if t.name == reference), None)
+    notes = notes or {}
+    lines = [f"| system | median {unit} | p25–p75 {unit} | {reference} ÷ system | note |",
+             "|---|---:|---:|---:|---|"]
+    for t in timings:
+        lo, hi = t.quartiles
+        ratio = f"{ref.median / t.median:.2f}" if ref is not None else "-"
+        lines.append(f"| {t.name} | {t.median * scale:.3g} | {lo * scale:.3g}–{hi * scale:.3g} "
+                     f"| {ratio} | {notes.get(t.name, '')} |")
+    return "\n".join(lines)
+
+
+def git_commit(path: Path) -> str:
+    """The commit of the checkout at ``path`` (with "+changes" if the tree is dirty)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=path, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=path, text=True, capture_output=True).stdout.strip()
+        return head + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def environment_report(modules: dict[str, object], functx_root: Path) -> str:
+    """Versions, thread settings and CPU facts that the numbers depend on (markdown list)."""
+    lines = [f"- Python {platform.python_version()} on {platform.machine()}, "
+             f"{os.cpu_count()} logical CPUs ({_cpu_model()})",
+             f"- functx at commit {git_commit(functx_root)}, NumPy {np.__version__}"]
+    try:
+        from threadpoolctl import threadpool_info
+
+        pools = [f"{p.get('internal_api')} {p.get('version')} "
+                 f"({p.get('num_threads')} threads, {p.get('user_api')})"
+                 for p in threadpool_info()]
+        lines.append(f"- thread pools loaded (threadpoolctl): {'; '.join(pools) or 'none'}")
+    except ImportError:
+        lines.append("- thread pools: threadpoolctl not installed, NumPy's BLAS threads unknown")
+    torch = modules.get("torch")
+    if torch is not None:
+        lines.append(f"- PyTorch {torch.__version__}: {torch.get_num_threads()} intra-op "
+                     f"threads, {torch.get_num_interop_threads()} inter-op threads")
+    jax = modules.get("jax")
+    if jax is not None:
+        lines.append(f"- JAX {jax.__version__} on {jax.devices()[0].platform}, x64 enabled")
+    autograd = modules.get("autograd")
+    if autograd is not None:
+        lines.append(f"- HIPS autograd {_version('autograd')}")
+    env = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
+                                       "OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ}
+    lines.append(f"- thread/BLAS environment variables: {env or 'none set'} "
+                 "(thread settings are left at their defaults)")
+    return "\n".join(lines)
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def log(msg: str) -> None:
+    """Progress messages go to stderr so that stdout holds only the report."""
+    print(msg, file=sys.stderr, flush=True)
