@@ -173,9 +173,9 @@ def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str):
         out_leaves, out_tree = tree.flatten(out)
         out_leaves = [_check_out_leaf(x, fname) for x in out_leaves]
         trace = b.build(out_leaves)
-    outs = [_unwrap(x, b) for x in out_leaves]
+    outs = [_read_only(_unwrap(x, b)) for x in out_leaves]
     if has_aux:
-        aux = tree.map(lambda x: _unwrap(x, b), aux)
+        aux = tree.map(lambda x: _read_only(_unwrap(x, b)), aux)
     return trace, (b.residuals, b.frees), outs, out_tree, aux, in_tree, leaves
 
 
