@@ -17,6 +17,8 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import attrs
 import numpy as np
 
+from functx import tree
+
 _SHORT_DTYPE = {
     "float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
     "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -70,6 +72,7 @@ class AbstractArray:
 
 
 ShapeDtype = AbstractArray
+tree.register_leaf_type(AbstractArray)
 
 
 def abstractify(x: Any) -> AbstractArray:
@@ -79,7 +82,7 @@ def abstractify(x: Any) -> AbstractArray:
         return aval
     if isinstance(x, AbstractArray):
         return x
-    if isinstance(x, (bool, int, float, complex)):
+    if type(x) in (bool, int, float, complex):  # not NumPy scalars: those are strong
         return AbstractArray((), np.asarray(x).dtype, weak_type=True)
     return AbstractArray(x.shape, x.dtype)
 

@@ -59,7 +59,7 @@ class Primitive:
         self.jvp: Callable | None = None
         self.batch: Callable | None = None
         self._impl_cache: dict[str, Callable] = {}
-        (registry or REGISTRY).register(self)
+        (REGISTRY if registry is None else registry).register(self)
 
     def __repr__(self) -> str:
         return self.name

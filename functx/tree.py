@@ -144,6 +144,24 @@ def register_pytree_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable, 
     _register(_Node(cls, flatten_fn, unflatten_fn))
 
 
+def register_leaf_type(cls: type) -> None:
+    """Declares that instances of ``cls`` are leaves, even if it is an attrs class or a
+    namedtuple (functx's own ``ShapeDtype`` is registered this way).
+
+    Args:
+      cls: the type to treat as a leaf.
+
+    Example:
+      >>> Spec = collections.namedtuple("Spec", "shape")
+      >>> register_leaf_type(Spec)
+      >>> leaves([Spec((2,))])
+      [Spec(shape=(2,))]
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_leaf_type expects a class, got {cls!r}; pass the type.")
+    _dispatch[cls] = None
+
+
 def register_pytree_node_class(cls: type) -> type:
     """Class decorator registering ``cls`` via its ``tree_flatten`` / ``tree_unflatten``.
 

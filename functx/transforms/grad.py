@@ -22,20 +22,37 @@ from functx.tracing import ConcreteTraceBuilder, Tracer, user_source
 
 
 def _zeros(aval: Any, like: Any) -> Any:
+    """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU)."""
     backend = backend_of(like)
-    if backend is None or type(like) is Tracer:
+    if backend is None or type(like) is Tracer or backend.read_only_outputs:
         z = np.zeros(aval.shape, aval.dtype)
         z.flags.writeable = False
         return z
     return backend.xp.zeros(aval.shape, aval.dtype)
 
 
-def _read_only(x: Any) -> Any:
-    """A read-only view of a writable NumPy array (cotangents may alias the user's)."""
-    if type(x) is np.ndarray and x.flags.writeable:
-        x = x.view()
-        x.flags.writeable = False
+def _read_only(x: Any, owned: Sequence[Any] = ()) -> Any:
+    """``x`` as a read-only array that aliases none of the user's ``owned`` arrays."""
+    if type(x) is np.ndarray:
+        if any(x is o for o in owned):
+            x = x.copy()
+        if x.flags.writeable:
+            x = x.view()
+            x.flags.writeable = False
     return x
+
+
+def _reaches(trace: Trace, eqn_index: int) -> bool:
+    """Whether some input of equation ``eqn_index`` depends differentiably on the inputs.
+
+    Used only to decide whether a missing VJP rule matters (it does not when everything
+    flowing into the primitive is constant, e.g. behind stop_gradient).
+    """
+    live = set(trace.in_vars)
+    for e in trace.eqns[:eqn_index]:
+        if not e.prim.has_zero_vjp and any(type(a) is Var and a in live for a in e.inputs):
+            live.update(e.outputs)
+    return any(type(a) is Var and a in live for a in trace.eqns[eqn_index].inputs)
 
 
 def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
@@ -60,6 +77,27 @@ def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
                 mine.extend(e.outputs)
         frees.append(mine)
     return frees
+
+
+def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
+    """Call ``eqn``'s VJP rule with the residuals it declared (abstract values elsewhere)."""
+    prim = eqn.prim
+    if prim.vjp is None:
+        raise MissingRuleError(
+            f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
+            f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs in "
+            "functx.stop_gradient if no gradient should flow through it.")
+    inputs = eqn.inputs
+    ins = [a.aval for a in inputs]
+    saved = prim.save_inputs
+    for j in (range(len(inputs)) if saved is True else saved):
+        a = inputs[j]
+        ins[j] = a.value if type(a) is Literal else residuals[a]
+    if prim.multiple_results:
+        out = [residuals[v] if prim.save_output else v.aval for v in eqn.outputs]
+    else:
+        out = residuals[eqn.outputs[0]] if prim.save_output else eqn.outputs[0].aval
+    return prim.vjp(ct, tuple(ins), out, **eqn.params)
 
 
 def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
@@ -102,24 +140,9 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
         else:
             ct = cts.pop(eqn.outputs[0], None)
             live = ct is not None
-        if live and not prim.has_zero_vjp:
-            if prim.vjp is None:
-                raise MissingRuleError(
-                    f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has "
-                    f"no VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its "
-                    "inputs in functx.stop_gradient if no gradient should flow through it.")
-            inputs = eqn.inputs
-            ins = [a.aval for a in inputs]
-            saved = prim.save_inputs
-            for j in (range(len(inputs)) if saved is True else saved):
-                a = inputs[j]
-                ins[j] = a.value if type(a) is Literal else residuals[a]
-            if prim.multiple_results:
-                out = [residuals[v] if prim.save_output else v.aval for v in eqn.outputs]
-            else:
-                out = residuals[eqn.outputs[0]] if prim.save_output else eqn.outputs[0].aval
-            in_cts = prim.vjp(ct, tuple(ins), out, **eqn.params)
-            for a, c in zip(inputs, in_cts):
+        if live and not prim.has_zero_vjp and (prim.vjp is not None or _reaches(trace, i)):
+            in_cts = _apply_vjp(eqn, ct, residuals)
+            for a, c in zip(eqn.inputs, in_cts):
                 if c is None or type(a) is not Var or a in consts:
                     continue
                 if a.aval.dtype.kind not in "fcV" and a.aval.dtype.name != "bfloat16":
@@ -173,9 +196,9 @@ def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str):
         out_leaves, out_tree = tree.flatten(out)
         out_leaves = [_check_out_leaf(x, fname) for x in out_leaves]
         trace = b.build(out_leaves)
-    outs = [_read_only(_unwrap(x, b)) for x in out_leaves]
+    outs = [_read_only(_unwrap(x, b), leaves) for x in out_leaves]
     if has_aux:
-        aux = tree.map(lambda x: _read_only(_unwrap(x, b)), aux)
+        aux = tree.map(lambda x: _read_only(_unwrap(x, b), leaves), aux)
     return trace, (b.residuals, b.frees), outs, out_tree, aux, in_tree, leaves
 
 
@@ -200,7 +223,7 @@ def _backward_fn(trace: Trace, residuals: dict, out_tree: Any, outs: list, in_tr
                 c = c.astype(a.dtype)
             flat.append(c)
         in_cts = backward_pass(trace, residuals[0], flat, consume=consume, frees=residuals[1])
-        grads = [_read_only(c) if c is not None else _zeros(v.aval, x)
+        grads = [_read_only(c, flat) if c is not None else _zeros(v.aval, x)
                  for c, v, x in zip(in_cts, trace.in_vars, leaves)]
         return tuple(tree.unflatten(in_tree, grads))
 
