@@ -2,45 +2,112 @@
 
 Binary primitives broadcast their operands as NumPy does but need equal dtypes
 (functx.numpy promotes); their VJPs sum the cotangent back to each operand's shape.
+
+Dtypes: each primitive states what it accepts ("real floating-point", "floating-point or
+complex", "bool or integer"...) and its abstract-eval rule raises a DTypeError otherwise.
+Transcendental functions that are holomorphic accept complex inputs; their VJPs are
+``ct * f'(x)`` without conjugation, which is JAX's convention. Functions that are not
+holomorphic (``abs``, ``max``, ``atan2``, ``erf``, ``logistic``, rounding...) are real-only.
+
+Numerics: implementations avoid spurious floating-point warnings for inputs inside the
+function's domain, and VJP rules are written for accuracy (``tanh``, ``sqrt``, ``rsqrt``,
+``expm1``, ``logistic`` read their output; ``erf``'s derivative evaluates ``exp(-x*x)``
+without the rounding error of ``x*x``).
 """
 from __future__ import annotations
 
+import builtins
+import decimal
+import functools
+import math
+import operator
 from typing import Any, Callable
 
+import numpy as np
+
+from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
-from functx.primitives._util import broadcast_shapes, same_dtypes
+from functx.primitives._util import broadcast_shapes, fmt, is_float, same_dtypes
 from functx.registry import Primitive
 from functx.tracing import bind
 
 
+# -- dtype classes ----------------------------------------------------------------------------
+
+def _is_real_float(dt: np.dtype) -> bool:
+    return dt.kind == "f" or dt.name == "bfloat16"
+
+
+# name -> (predicate on the dtype, words for error messages)
+DTYPE_CLASSES: dict[str, tuple[Callable[[np.dtype], bool], str]] = {
+    "any": (lambda dt: True, "any"),
+    "number": (lambda dt: dt.kind in "iufc" or dt.name == "bfloat16", "numeric (non-bool)"),
+    "real": (lambda dt: dt.kind in "iuf" or dt.name == "bfloat16",
+             "integer or real floating-point"),
+    "ordered": (lambda dt: dt.kind in "biuf" or dt.name == "bfloat16",
+                "bool, integer or real floating-point"),
+    "inexact": (lambda dt: dt.kind in "fc" or dt.name == "bfloat16",
+                "floating-point or complex"),
+    "float": (_is_real_float, "real floating-point"),
+    "logical": (lambda dt: dt.kind in "biu", "bool or integer"),
+}
+
+
+def check_dtype_class(name: str, accepts: str, *avals: AbstractArray) -> None:
+    """Check every operand's dtype belongs to the class ``accepts`` of DTYPE_CLASSES.
+
+    Raises:
+        DTypeError: naming the primitive, the operands and the dtypes it accepts.
+    """
+    ok, words = DTYPE_CLASSES[accepts]
+    for a in avals:
+        if not ok(np.dtype(a.dtype)):
+            raise DTypeError(
+                f"{name} needs {words} operands but got {fmt(avals)}. Convert the operand "
+                "with x.astype(...) first (functx.numpy functions do this as NumPy does).")
+
+
 # -- shape rules and definition helpers ---------------------------------------------------
 
-def unary_aval(x: AbstractArray, **params: Any) -> AbstractArray:
-    return x
+def make_unary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> Callable:
+    """The shape rule of a unary primitive accepting the dtype class ``accepts``.
+
+    The result has the operand's shape and dtype (``out_dtype`` if given, then not weak).
+    """
+    def rule(x: AbstractArray, **params: Any) -> AbstractArray:
+        check_dtype_class(name, accepts, x)
+        if out_dtype is None:
+            return x
+        return AbstractArray(x.shape, out_dtype, False)
+    return rule
 
 
-def make_binary_aval(name: str) -> Callable:
+def make_binary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> Callable:
+    """The shape rule of a broadcasting binary primitive needing equal operand dtypes."""
     def rule(x: AbstractArray, y: AbstractArray) -> AbstractArray:
         dtype = same_dtypes(name, x, y)
+        check_dtype_class(name, accepts, x)
         shape = broadcast_shapes(name, x.shape, y.shape)
+        if out_dtype is not None:
+            return AbstractArray(shape, out_dtype, False)
         return AbstractArray(shape, dtype, x.weak_type and y.weak_type)
     return rule
 
 
-def unary(name: str, impl: Callable) -> Primitive:
+def unary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = None) -> Primitive:
     """A new elementwise unary primitive with the same-shape rule and a generic impl."""
     p = Primitive(name)
-    p.def_abstract_eval(unary_aval)
+    p.def_abstract_eval(make_unary_aval(name, accepts, out_dtype))
     p.def_impl(impl)
     return p
 
 
-def binary(name: str, impl: Callable) -> Primitive:
+def binary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = None) -> Primitive:
     """A new broadcasting binary primitive with a generic impl."""
     p = Primitive(name)
-    p.def_abstract_eval(make_binary_aval(name))
+    p.def_abstract_eval(make_binary_aval(name, accepts, out_dtype))
     p.def_impl(impl)
     return p
 
@@ -57,29 +124,81 @@ def unbroadcast(ct: Any, aval: Any) -> Any:
     return _shape.reshape(summed, shape) if tuple(summed.shape) != shape else summed
 
 
+def float_vjp(rule: Callable) -> Callable:
+    """A VJP rule that gives no cotangents where the output is not floating-point.
+
+    Integer and bool results carry no gradient, but the backward pass may still hand them
+    a cotangent (of their own dtype); rules of primitives accepting integers use this.
+    """
+    @functools.wraps(rule)
+    def wrapped(ct: Any, ins: tuple, out: Any, **params: Any) -> tuple:
+        if not is_float(ct):
+            return (None,) * len(ins)
+        return rule(ct, ins, out, **params)
+    return wrapped
+
+
+def scalar(like: Any, value: Any) -> Any:
+    """A 0-d constant ``value`` of ``like``'s dtype on ``like``'s device (for VJP rules)."""
+    return _shape.constant(like, value, (), like.dtype)
+
+
+def _quiet(**kinds: str) -> Any:
+    """Silence NumPy floating-point warnings (CuPy does not warn) for results that are right."""
+    return np.errstate(**kinds)
+
+
+def _dtype_of(x: Any) -> np.dtype:
+    dt = getattr(x, "dtype", None)
+    return np.dtype(dt) if dt is not None else np.asarray(x).dtype
+
+
 # -- arithmetic ------------------------------------------------------------------------------
 
-neg_p = unary("neg", lambda xp, x: xp.negative(x))
-neg_p.def_vjp(lambda ct, ins, out: (neg(ct),))
+neg_p = unary("neg", lambda xp, x: xp.negative(x), "number")
+neg_p.def_vjp(float_vjp(lambda ct, ins, out: (neg(ct),)))
 
 
 def neg(x: Any) -> Any:
+    """``-x`` (numeric dtypes; integers wrap as in NumPy)."""
     return bind(neg_p, x)
 
 
+abs_p = unary("abs", lambda xp, x: xp.abs(x), "ordered")
+abs_p.def_vjp(float_vjp(lambda ct, ins, out: (mul(ct, sign(ins[0])),)), save_inputs=(0,))
+
+
+def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
+    """``|x|`` for bool, integer and real floating-point ``x``; the gradient at 0 is 0."""
+    return bind(abs_p, x)
+
+
+sign_p = unary("sign", lambda xp, x: xp.sign(x), "real")
+sign_p.def_zero_vjp()
+
+
+def sign(x: Any) -> Any:
+    """-1, 0 or 1 by the sign of ``x`` (NaN stays NaN; -0.0 gives 0.0). Zero gradient."""
+    return bind(sign_p, x)
+
+
 add_p = binary("add", lambda xp, x, y: xp.add(x, y))
-add_p.def_vjp(lambda ct, ins, out: (unbroadcast(ct, ins[0]), unbroadcast(ct, ins[1])))
+add_p.def_vjp(float_vjp(lambda ct, ins, out: (unbroadcast(ct, ins[0]),
+                                                unbroadcast(ct, ins[1]))))
 
 
 def add(x: Any, y: Any) -> Any:
+    """``x + y`` with broadcasting (on bool: logical or, as NumPy)."""
     return bind(add_p, x, y)
 
 
-sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y))
-sub_p.def_vjp(lambda ct, ins, out: (unbroadcast(ct, ins[0]), unbroadcast(neg(ct), ins[1])))
+sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), "number")
+sub_p.def_vjp(float_vjp(lambda ct, ins, out: (unbroadcast(ct, ins[0]),
+                                                unbroadcast(neg(ct), ins[1]))))
 
 
 def sub(x: Any, y: Any) -> Any:
+    """``x - y`` with broadcasting."""
     return bind(sub_p, x, y)
 
 
@@ -87,36 +206,677 @@ mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y))
 
 
 @mul_p.def_vjp(save_inputs=(0, 1))
+@float_vjp
 def _mul_vjp(ct, ins, out):
     x, y = ins
     return unbroadcast(mul(ct, y), x), unbroadcast(mul(ct, x), y)
 
 
 def mul(x: Any, y: Any) -> Any:
+    """``x * y`` with broadcasting (on bool: logical and, as NumPy)."""
     return bind(mul_p, x, y)
 
 
-# -- transcendental ---------------------------------------------------------------------------
-
-sin_p = unary("sin", lambda xp, x: xp.sin(x))
-sin_p.def_vjp(lambda ct, ins, out: (mul(ct, cos(ins[0])),), save_inputs=(0,))
-
-
-def sin(x: Any) -> Any:
-    return bind(sin_p, x)
+def _div_impl(xp, x, y):
+    if _dtype_of(x).kind in "iu":
+        return xp.floor_divide(x, y)  # NumPy: 0 (with a warning) where y == 0
+    return xp.true_divide(x, y)
 
 
-cos_p = unary("cos", lambda xp, x: xp.cos(x))
-cos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, sin(ins[0]))),), save_inputs=(0,))
+div_p = binary("div", _div_impl, "number")
 
 
-def cos(x: Any) -> Any:
-    return bind(cos_p, x)
+@div_p.def_vjp(save_inputs=(1,), save_output=True)
+@float_vjp
+def _div_vjp(ct, ins, out):
+    ct_x = div(ct, ins[1])
+    return unbroadcast(ct_x, ins[0]), unbroadcast(neg(mul(ct_x, out)), ins[1])
 
 
-exp_p = unary("exp", lambda xp, x: xp.exp(x))
+def div(x: Any, y: Any) -> Any:
+    """``x / y``: true division for floating-point, floor division (NumPy's ``//``) for
+    integers (where ``y == 0`` the integer result is 0, with NumPy's warning)."""
+    return bind(div_p, x, y)
+
+
+rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), "real")
+
+
+@rem_p.def_vjp(save_inputs=(0, 1))
+@float_vjp
+def _rem_vjp(ct, ins, out):
+    # rem(x, y) = x - floor(x / y) * y, piecewise linear in both operands.
+    x, y = ins
+    return unbroadcast(ct, x), unbroadcast(neg(mul(ct, floor(div(x, y)))), y)
+
+
+def rem(x: Any, y: Any) -> Any:
+    """NumPy's ``remainder`` (``%``): ``x - floor(x / y) * y``, with the sign of ``y``.
+
+    Integers and real floats. The gradient is 1 for ``x`` and ``-floor(x / y)`` for ``y``
+    (away from the jumps at multiples of ``y``).
+    """
+    return bind(rem_p, x, y)
+
+
+pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), "inexact")
+
+
+@pow_p.def_vjp(save_inputs=(0, 1), save_output=True)
+def _pow_vjp(ct, ins, out):
+    x, y = ins
+    zero, one = scalar(ct, 0), scalar(ct, 1)
+    x_zero = eq(x, zero)
+    # d/dy = x**y * log(x), taken as 0 where x == 0 (x**y is 0, 1 or inf there): both
+    # factors are made safe there, so no 0 * inf or log(0) is ever formed.
+    jac_y = mul(select(x_zero, zero, out), log(select(x_zero, one, x)))
+    # d/dx = y * x**(y-1), which is 0 where y == 0; at x == y == 0 the exponent is made 0
+    # so that 0 * 0**-1 (nan) is not formed. Elsewhere the formula is untouched (and so
+    # are its derivatives).
+    y_safe = select(and_(x_zero, eq(y, zero)), one, y)
+    jac_x = mul(y, pow(x, sub(y_safe, one)))
+    return unbroadcast(mul(ct, jac_x), x), unbroadcast(mul(ct, jac_y), y)
+
+
+def pow(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
+    """``x ** y`` for floating-point (or complex) ``x`` and ``y`` of one dtype.
+
+    The gradient for ``x`` is ``y * x**(y-1)``, and 0 where ``y == 0``; the gradient for
+    ``y`` is ``x**y * log(x)``, and 0 where ``x == 0`` (so ``pow(0., y)`` has a finite
+    gradient for ``y``). For ``x < 0`` the gradient for ``y`` is NaN, as in JAX.
+    """
+    return bind(pow_p, x, y)
+
+
+integer_pow_p = Primitive("integer_pow")
+
+
+@integer_pow_p.def_abstract_eval
+def _integer_pow_aval(x: AbstractArray, *, y: int) -> AbstractArray:
+    check_dtype_class("integer_pow", "number", x)
+    if y < 0 and x.dtype.kind in "iu":
+        raise DTypeError(f"integer_pow: an integer array ({x}) cannot be raised to the "
+                         f"negative power {y}. Convert it to a floating-point dtype first.")
+    return x
+
+
+# xp.power with an exponent of x's own dtype: exact for integers (wrapping as NumPy does),
+# and one correctly-rounded-ish libm pow for floating point (better than repeated products).
+integer_pow_p.def_impl(lambda xp, x, *, y: xp.power(x, _dtype_of(x).type(y)))
+
+
+@integer_pow_p.def_vjp(save_inputs=(0,))
+@float_vjp
+def _integer_pow_vjp(ct, ins, out, *, y):
+    if y == 0:
+        return (None,)
+    if y == 1:
+        return (ct,)
+    x = ins[0]
+    return (mul(ct, mul(scalar(ct, y), integer_pow(x, y=y - 1))),)
+
+
+def integer_pow(x: Any, *, y: int) -> Any:
+    """``x ** y`` for a static Python integer ``y`` (negative only for inexact ``x``).
+
+    The result keeps ``x``'s dtype. The VJP is ``y * x**(y-1)`` written with integer_pow
+    again, so it can be differentiated to any order.
+    """
+    return bind(integer_pow_p, x, y=operator.index(y))
+
+
+def _make_minmax_vjp(wins: Callable) -> Callable:
+    def rule(ct, ins, out):
+        x, y = ins
+        zero = scalar(ct, 0)
+        tie = eq(x, y)
+        half = mul(ct, scalar(ct, 0.5))
+        ct_x = select(wins(x, y), ct, select(tie, half, zero))
+        ct_y = select(wins(y, x), ct, select(tie, half, zero))
+        return unbroadcast(ct_x, x), unbroadcast(ct_y, y)
+    rule.__doc__ = "The cotangent goes to the winner, split evenly on ties (as in JAX)."
+    return rule
+
+
+max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), "ordered")
+max_p.def_vjp(float_vjp(_make_minmax_vjp(lambda a, b: gt(a, b))), save_inputs=(0, 1))
+
+
+def max(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
+    """Elementwise maximum (NaN propagates). On ties each operand gets half the cotangent;
+    where the result is NaN neither gets any."""
+    return bind(max_p, x, y)
+
+
+min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), "ordered")
+min_p.def_vjp(float_vjp(_make_minmax_vjp(lambda a, b: lt(a, b))), save_inputs=(0, 1))
+
+
+def min(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
+    """Elementwise minimum; see :func:`max` for NaN and tie behaviour."""
+    return bind(min_p, x, y)
+
+
+# -- exponentials, logarithms, roots ---------------------------------------------------------
+
+exp_p = unary("exp", lambda xp, x: xp.exp(x), "inexact")
 exp_p.def_vjp(lambda ct, ins, out: (mul(ct, out),), save_output=True)
 
 
 def exp(x: Any) -> Any:
+    """``e ** x``."""
     return bind(exp_p, x)
+
+
+expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), "inexact")
+expm1_p.def_vjp(lambda ct, ins, out: (mul(ct, add(out, scalar(out, 1))),), save_output=True)
+
+
+def expm1(x: Any) -> Any:
+    """``exp(x) - 1``, accurate for small ``x``."""
+    return bind(expm1_p, x)
+
+
+log_p = unary("log", lambda xp, x: xp.log(x), "inexact")
+log_p.def_vjp(lambda ct, ins, out: (div(ct, ins[0]),), save_inputs=(0,))
+
+
+def log(x: Any) -> Any:
+    """Natural logarithm (NaN below 0 and -inf at 0, with NumPy's warnings)."""
+    return bind(log_p, x)
+
+
+log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), "inexact")
+log1p_p.def_vjp(lambda ct, ins, out: (div(ct, add(ins[0], scalar(ct, 1))),), save_inputs=(0,))
+
+
+def log1p(x: Any) -> Any:
+    """``log(1 + x)``, accurate for small ``x``."""
+    return bind(log1p_p, x)
+
+
+sqrt_p = unary("sqrt", lambda xp, x: xp.sqrt(x), "inexact")
+sqrt_p.def_vjp(lambda ct, ins, out: (div(mul(ct, scalar(ct, 0.5)), out),), save_output=True)
+
+
+def sqrt(x: Any) -> Any:
+    """Square root. The VJP is ``0.5 * ct / sqrt(x)`` from the saved output."""
+    return bind(sqrt_p, x)
+
+
+def _rsqrt_impl(xp, x):
+    with _quiet(divide="ignore"):  # rsqrt(0) = inf is the right answer
+        return 1 / xp.sqrt(x)
+
+
+rsqrt_p = unary("rsqrt", _rsqrt_impl, "inexact")
+
+
+@rsqrt_p.def_vjp(save_inputs=(0,), save_output=True)
+def _rsqrt_vjp(ct, ins, out):
+    return (mul(ct, mul(scalar(ct, -0.5), div(out, ins[0]))),)  # -x**-1.5 / 2
+
+
+def rsqrt(x: Any) -> Any:
+    """``1 / sqrt(x)`` (inf at 0, without a warning)."""
+    return bind(rsqrt_p, x)
+
+
+# -- trigonometric and hyperbolic ------------------------------------------------------------
+
+sin_p = unary("sin", lambda xp, x: xp.sin(x), "inexact")
+sin_p.def_vjp(lambda ct, ins, out: (mul(ct, cos(ins[0])),), save_inputs=(0,))
+
+
+def sin(x: Any) -> Any:
+    """Sine (radians)."""
+    return bind(sin_p, x)
+
+
+cos_p = unary("cos", lambda xp, x: xp.cos(x), "inexact")
+cos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, sin(ins[0]))),), save_inputs=(0,))
+
+
+def cos(x: Any) -> Any:
+    """Cosine (radians)."""
+    return bind(cos_p, x)
+
+
+tan_p = unary("tan", lambda xp, x: xp.tan(x), "inexact")
+tan_p.def_vjp(lambda ct, ins, out: (mul(ct, add(scalar(out, 1), mul(out, out))),),
+              save_output=True)
+
+
+def tan(x: Any) -> Any:
+    """Tangent (radians). The VJP is ``ct * (1 + tan(x)**2)`` from the saved output."""
+    return bind(tan_p, x)
+
+
+asin_p = unary("asin", lambda xp, x: xp.arcsin(x), "inexact")
+asin_p.def_vjp(lambda ct, ins, out: (mul(ct, _rsqrt_one_minus_square(ins[0])),),
+               save_inputs=(0,))
+
+
+def _rsqrt_one_minus_square(x: Any) -> Any:
+    """``1 / sqrt(1 - x*x)`` as ``rsqrt((1 - x) * (1 + x))``: accurate near ``|x| = 1``."""
+    one = scalar(x, 1)
+    return rsqrt(mul(sub(one, x), add(one, x)))
+
+
+def asin(x: Any) -> Any:
+    """Arc sine (NaN outside [-1, 1], with NumPy's warning)."""
+    return bind(asin_p, x)
+
+
+acos_p = unary("acos", lambda xp, x: xp.arccos(x), "inexact")
+acos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, _rsqrt_one_minus_square(ins[0]))),),
+               save_inputs=(0,))
+
+
+def acos(x: Any) -> Any:
+    """Arc cosine (NaN outside [-1, 1], with NumPy's warning)."""
+    return bind(acos_p, x)
+
+
+atan_p = unary("atan", lambda xp, x: xp.arctan(x), "inexact")
+atan_p.def_vjp(lambda ct, ins, out: (div(ct, add(scalar(ct, 1), mul(ins[0], ins[0]))),),
+               save_inputs=(0,))
+
+
+def atan(x: Any) -> Any:
+    """Arc tangent."""
+    return bind(atan_p, x)
+
+
+atan2_p = binary("atan2", lambda xp, y, x: xp.arctan2(y, x), "float")
+
+
+@atan2_p.def_vjp(save_inputs=(0, 1))
+def _atan2_vjp(ct, ins, out):
+    y, x = ins
+    scaled = div(ct, add(mul(x, x), mul(y, y)))
+    return unbroadcast(mul(scaled, x), y), unbroadcast(neg(mul(scaled, y)), x)
+
+
+def atan2(y: Any, x: Any) -> Any:
+    """The angle of the point ``(x, y)``: NumPy's ``arctan2(y, x)`` (real floats)."""
+    return bind(atan2_p, y, x)
+
+
+sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), "inexact")
+sinh_p.def_vjp(lambda ct, ins, out: (mul(ct, cosh(ins[0])),), save_inputs=(0,))
+
+
+def sinh(x: Any) -> Any:
+    """Hyperbolic sine."""
+    return bind(sinh_p, x)
+
+
+cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), "inexact")
+cosh_p.def_vjp(lambda ct, ins, out: (mul(ct, sinh(ins[0])),), save_inputs=(0,))
+
+
+def cosh(x: Any) -> Any:
+    """Hyperbolic cosine."""
+    return bind(cosh_p, x)
+
+
+tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), "inexact")
+# 1 - t*t written (1 - t) * (1 + t): no rounding of t*t, and 1 - t is exact for t in
+# [0.5, 1], so the only error left is that of t itself.
+tanh_p.def_vjp(lambda ct, ins, out: (
+    mul(ct, mul(sub(scalar(out, 1), out), add(scalar(out, 1), out))),), save_output=True)
+
+
+def tanh(x: Any) -> Any:
+    """Hyperbolic tangent. The VJP is ``ct * (1 - t) * (1 + t)`` from the saved output."""
+    return bind(tanh_p, x)
+
+
+def _logistic_impl(xp, x):
+    # e = exp(-|x|) lies in (0, 1]: nothing overflows, and both tails keep full relative
+    # accuracy (1 / (1 + e) for x >= 0, e / (1 + e) below).
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1, e) / (1 + e)
+
+
+logistic_p = unary("logistic", _logistic_impl, "float")
+logistic_p.def_vjp(lambda ct, ins, out: (mul(ct, mul(out, sub(scalar(out, 1), out))),),
+                   save_output=True)
+
+
+def logistic(x: Any) -> Any:
+    """The sigmoid ``1 / (1 + exp(-x))``, stable for large ``|x|`` (real floats).
+
+    The VJP is ``ct * s * (1 - s)`` from the saved output ``s``.
+    """
+    return bind(logistic_p, x)
+
+
+# -- erf ---------------------------------------------------------------------------------------
+#
+# A vectorised erf for real floating point (NumPy has none). float64 results are within 1 ulp
+# of the exact value (nearly always correctly rounded; closer than most libms), by two
+# methods, each a polynomial evaluated with numpy/cupy operations only:
+#   |x| < 7/16:      erf(x) = x + x * p(x*x), p the Maclaurin series of erf(x)/x - 1;
+#   7/16 <= |x| < 6: the Taylor expansion of erf about the nearest centre c = (2k+1)/32,
+#                    erf(c) + sum_n t_n (|x|-c)**n, with erf(c) stored as a double-double
+#                    and t_n = erf^(n)(c)/n! from the Hermite recurrence;
+#   |x| >= 6:        1 (erfc(6) is 2e-17, below half an ulp of 1).
+# The tables are computed once, on first use, from series summed in 90-digit decimals.
+# (Cody's rational approximations, the usual libm choice, are 2-5 ulp off near 0.5.)
+# Inputs of smaller float dtypes are computed in float64 and rounded back.
+
+_ERF_STEP = 16           # centres every 1/16: |x - c| <= 1/32
+_ERF_K0, _ERF_K1 = 7, 96  # centre indices: the Taylor range is [7/16, 96/16)
+_ERF_DEGREE = 11          # terms beyond this are below 2**-60 relative
+_ERF_SERIES_TERMS = 13    # terms of the small-argument series
+_PI = decimal.Decimal("3.14159265358979323846264338327950288419716939937510582097494459"
+                      "2307816406286208998628034825342117068")
+_erf_tables_cache: dict = {}
+
+
+def _erf_tables(xp: Any) -> tuple:
+    """(series coefficients, erf(c) high and low parts, Taylor coefficients by centre)."""
+    tables = _erf_tables_cache.get(xp.__name__)
+    if tables is not None:
+        return tables
+    with decimal.localcontext() as ctx:
+        ctx.prec = 90
+        two_over_rtpi = 2 / _PI.sqrt()
+        series, fact = [float(two_over_rtpi - 1)], decimal.Decimal(1)
+        for n in range(1, _ERF_SERIES_TERMS):
+            fact *= n
+            series.append(float(two_over_rtpi * (-1) ** n / (fact * (2 * n + 1))))
+        hi, lo, taylor = [], [], []
+        for k in range(_ERF_K0, _ERF_K1):
+            c = decimal.Decimal(2 * k + 1) / (2 * _ERF_STEP)
+            total, term, n = decimal.Decimal(0), c, 0
+            while builtins.abs(term) > decimal.Decimal("1e-70"):  # erf(c) = 2/sqrt(pi) sum ...
+                total += term / (2 * n + 1)
+                n += 1
+                term = term * (-c * c) / n
+            value = two_over_rtpi * total
+            hi.append(float(value))
+            lo.append(float(value - decimal.Decimal(hi[-1])))
+            # t_n = 2/sqrt(pi) exp(-c^2) (-1)^(n-1) H_{n-1}(c) / n!, Hermite H_n.
+            g, cf = float(two_over_rtpi * (-c * c).exp()), float(c)
+            herm = [1.0, 2 * cf]
+            for m in range(1, _ERF_DEGREE):
+                herm.append(2 * cf * herm[m] - 2 * m * herm[m - 1])
+            taylor.append([g * (-1) ** (n - 1) * herm[n - 1] / math.factorial(n)
+                           for n in range(1, _ERF_DEGREE + 1)])
+    tables = (tuple(series), xp.asarray(np.array(hi)), xp.asarray(np.array(lo)),
+              xp.asarray(np.array(taylor).T.copy()))
+    _erf_tables_cache[xp.__name__] = tables
+    return tables
+
+
+def _erf_impl(xp, x):
+    dtype = _dtype_of(x)
+    if dtype != np.float64:
+        return _erf_impl(xp, xp.asarray(x).astype(np.float64)).astype(dtype)
+    series, hi, lo, taylor = _erf_tables(xp)
+    y = xp.abs(x)
+    # Small arguments.
+    ys = xp.minimum(y, _ERF_K0 / _ERF_STEP)
+    z = ys * ys
+    p = series[-1]
+    for coef in series[-2::-1]:
+        p = p * z + coef
+    small = ys + ys * p
+    # Taylor expansions about the centres (y clamped into range, NaN sent to a centre).
+    yt = xp.clip(xp.where(y < _ERF_K1 / _ERF_STEP, y, 0), _ERF_K0 / _ERF_STEP,
+                 _ERF_K1 / _ERF_STEP)
+    k = xp.minimum(xp.floor(yt * _ERF_STEP), _ERF_K1 - 1).astype(np.int64) - _ERF_K0
+    h = yt - (k * 2 + (2 * _ERF_K0 + 1)) / (2 * _ERF_STEP)
+    acc = xp.take(taylor[-1], k)
+    for row in range(_ERF_DEGREE - 2, -1, -1):
+        acc = acc * h + xp.take(taylor[row], k)
+    mid = xp.take(hi, k) + (xp.take(lo, k) + acc * h)
+    big = xp.where(y < _ERF_K1 / _ERF_STEP, mid, xp.minimum(y, 1.0))  # 1, or NaN
+    return xp.copysign(xp.where(y < _ERF_K0 / _ERF_STEP, small, big), x)
+
+
+def _exp_neg_square(x: Any) -> Any:
+    """``exp(-x*x)`` without the rounding error of ``x*x`` (which grows with ``x*x``).
+
+    With ``a = floor(16|x|)/16``, ``a*a`` is exact and ``x*x = a*a + (|x|-a)(|x|+a)``.
+    ``|x|`` is capped at 64, far past the underflow of the result.
+    """
+    y = min(abs(x), scalar(x, 64))
+    sixteen = scalar(x, 16)
+    a = div(floor(mul(y, sixteen)), sixteen)
+    return mul(exp(neg(mul(a, a))), exp(neg(mul(sub(y, a), add(y, a)))))
+
+
+erf_p = unary("erf", _erf_impl, "float")
+erf_p.def_vjp(lambda ct, ins, out: (
+    mul(ct, mul(scalar(ct, 2 / math.sqrt(math.pi)), _exp_neg_square(ins[0]))),),
+    save_inputs=(0,))
+
+
+def erf(x: Any) -> Any:
+    """The error function ``2/sqrt(pi) * integral_0^x exp(-t*t) dt`` (real floats).
+
+    float64 results are within 1 ulp (see the comment above the implementation); smaller
+    float dtypes are computed in float64 and rounded once.
+    """
+    return bind(erf_p, x)
+
+
+# -- rounding ----------------------------------------------------------------------------------
+
+floor_p = unary("floor", lambda xp, x: xp.floor(x), "float")
+floor_p.def_zero_vjp()
+
+
+def floor(x: Any) -> Any:
+    """The largest integer not above ``x`` (real floats; same dtype). Zero gradient."""
+    return bind(floor_p, x)
+
+
+ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), "float")
+ceil_p.def_zero_vjp()
+
+
+def ceil(x: Any) -> Any:
+    """The smallest integer not below ``x`` (real floats; same dtype). Zero gradient."""
+    return bind(ceil_p, x)
+
+
+ROUNDING_METHODS = ("half_to_even", "half_away_from_zero")
+
+
+def _round_impl(xp, x, *, rounding_method):
+    if rounding_method == "half_to_even":
+        return xp.rint(x)
+    # Exact for every input: modf splits x exactly, and |frac| >= 0.5 decides. (The
+    # textbook floor(|x| + 0.5) is wrong at 0.49999999999999994 and above 2**52, where the
+    # addition rounds.) modf gives (0, +-inf) for infinities, so no inf - inf is formed.
+    frac, whole = xp.modf(x)
+    return xp.where(xp.abs(frac) >= 0.5, whole + xp.sign(x), whole)
+
+
+round_p = unary("round", _round_impl, "float")
+round_p.def_zero_vjp()
+
+
+def round(x: Any, *, rounding_method: str = "half_to_even") -> Any:  # noqa: A001
+    """``x`` rounded to an integer value (real floats; same dtype). Zero gradient.
+
+    Args:
+        rounding_method: ``"half_to_even"`` (NumPy's ``round``/``rint``: 2.5 -> 2.0) or
+            ``"half_away_from_zero"`` (C's ``round``: 2.5 -> 3.0, -2.5 -> -3.0).
+
+    Raises:
+        ValueError: an unknown rounding method.
+    """
+    if rounding_method not in ROUNDING_METHODS:
+        raise ValueError(f"round: rounding_method must be one of {ROUNDING_METHODS}, not "
+                         f"{rounding_method!r}.")
+    return bind(round_p, x, rounding_method=str(rounding_method))
+
+
+is_finite_p = unary("is_finite", lambda xp, x: xp.isfinite(x), "any", np.dtype(bool))
+is_finite_p.def_zero_vjp()
+
+
+def is_finite(x: Any) -> Any:
+    """Boolean mask of the entries that are neither inf nor NaN (True for integers)."""
+    return bind(is_finite_p, x)
+
+
+# -- comparisons and logical operations ----------------------------------------------------------
+
+def _no_grad_binary(name: str, impl: Callable, accepts: str, out_dtype: Any,
+                    doc: str) -> tuple[Primitive, Callable]:
+    """A broadcasting binary primitive with a zero gradient, and its wrapper."""
+    p = binary(name, impl, accepts, out_dtype)
+    p.def_zero_vjp()
+
+    def wrapper(x: Any, y: Any) -> Any:
+        return bind(p, x, y)
+    wrapper.__name__ = wrapper.__qualname__ = name if name not in ("and", "or", "xor") \
+        else name + "_"
+    wrapper.__doc__ = doc
+    return p, wrapper
+
+
+def _comparison(name: str, impl: Callable, symbol: str) -> tuple[Primitive, Callable]:
+    return _no_grad_binary(name, impl, "any", np.dtype(bool),
+                           f"``x {symbol} y`` elementwise (bool; equal dtypes, broadcasting).")
+
+
+def _logical(name: str, impl: Callable) -> tuple[Primitive, Callable]:
+    return _no_grad_binary(name, impl, "logical", None,
+                           f"Logical {name} of bools, bitwise {name} of integers (equal "
+                           "dtypes, broadcasting).")
+
+
+eq_p, eq = _comparison("eq", lambda xp, x, y: xp.equal(x, y), "==")
+ne_p, ne = _comparison("ne", lambda xp, x, y: xp.not_equal(x, y), "!=")
+lt_p, lt = _comparison("lt", lambda xp, x, y: xp.less(x, y), "<")
+le_p, le = _comparison("le", lambda xp, x, y: xp.less_equal(x, y), "<=")
+gt_p, gt = _comparison("gt", lambda xp, x, y: xp.greater(x, y), ">")
+ge_p, ge = _comparison("ge", lambda xp, x, y: xp.greater_equal(x, y), ">=")
+and_p, and_ = _logical("and", lambda xp, x, y: xp.bitwise_and(x, y))
+or_p, or_ = _logical("or", lambda xp, x, y: xp.bitwise_or(x, y))
+xor_p, xor = _logical("xor", lambda xp, x, y: xp.bitwise_xor(x, y))
+not_p = unary("not", lambda xp, x: xp.invert(x), "logical")
+not_p.def_zero_vjp()
+
+
+def not_(x: Any) -> Any:
+    """Logical not of bools, bitwise not (``~``) of integers."""
+    return bind(not_p, x)
+
+
+# -- select, clamp, convert_element_type -----------------------------------------------------
+
+select_p = Primitive("select")
+
+
+@select_p.def_abstract_eval
+def _select_aval(pred: AbstractArray, on_true: AbstractArray,
+                 on_false: AbstractArray) -> AbstractArray:
+    if pred.dtype != np.dtype(bool):
+        raise DTypeError(f"select needs a bool predicate but got {fmt((pred, on_true, on_false))}"
+                         ". Compare first (x != 0), or convert with x.astype(bool).")
+    dtype = same_dtypes("select", on_true, on_false)
+    shape = broadcast_shapes("select", pred.shape, on_true.shape, on_false.shape)
+    return AbstractArray(shape, dtype, on_true.weak_type and on_false.weak_type)
+
+
+select_p.def_impl(lambda xp, pred, on_true, on_false: xp.where(pred, on_true, on_false))
+
+
+@select_p.def_vjp(save_inputs=(0,))
+@float_vjp
+def _select_vjp(ct, ins, out):
+    pred, on_true, on_false = ins
+    zero = scalar(ct, 0)
+    return (None, unbroadcast(select(pred, ct, zero), on_true),
+            unbroadcast(select(pred, zero, ct), on_false))
+
+
+def select(pred: Any, on_true: Any, on_false: Any) -> Any:
+    """``on_true`` where ``pred`` else ``on_false`` (NumPy's ``where``); all three broadcast.
+
+    ``pred`` must be bool; ``on_true`` and ``on_false`` need one dtype. The cotangent goes to
+    the chosen operand, zeros to the other (each summed to its own shape); ``pred`` gets
+    none.
+    """
+    return bind(select_p, pred, on_true, on_false)
+
+
+clamp_p = Primitive("clamp")
+
+
+@clamp_p.def_abstract_eval
+def _clamp_aval(lo: AbstractArray, x: AbstractArray, hi: AbstractArray) -> AbstractArray:
+    dtype = same_dtypes("clamp", lo, x, hi)
+    check_dtype_class("clamp", "ordered", x)
+    shape = broadcast_shapes("clamp", lo.shape, x.shape, hi.shape)
+    return AbstractArray(shape, dtype, lo.weak_type and x.weak_type and hi.weak_type)
+
+
+clamp_p.def_impl(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi))
+
+
+@clamp_p.def_vjp(save_inputs=True)
+@float_vjp
+def _clamp_vjp(ct, ins, out):
+    lo, x, hi = ins
+    zero = scalar(ct, 0)
+    ct_lo = select(and_(gt(lo, x), lt(lo, hi)), ct, zero)
+    ct_x = select(and_(gt(x, lo), lt(x, hi)), ct, zero)
+    ct_hi = select(lt(hi, x), ct, zero)
+    return unbroadcast(ct_lo, lo), unbroadcast(ct_x, x), unbroadcast(ct_hi, hi)
+
+
+def clamp(lo: Any, x: Any, hi: Any) -> Any:
+    """``min(max(x, lo), hi)`` with broadcasting (NumPy's ``clip``; ``hi`` wins if lo > hi).
+
+    Gradients follow JAX's ``lax.clamp`` exactly: ``x`` gets the cotangent where
+    ``lo < x < hi`` strictly, ``lo`` where ``x < lo < hi``, ``hi`` where ``hi < x``. At a tie
+    (``x == lo`` or ``x == hi``) no operand gets it: the gradient there is 0.
+    """
+    return bind(clamp_p, lo, x, hi)
+
+
+convert_element_type_p = Primitive("convert_element_type")
+
+
+@convert_element_type_p.def_abstract_eval
+def _convert_aval(x: AbstractArray, *, new_dtype: np.dtype) -> AbstractArray:
+    return AbstractArray(x.shape, new_dtype, False)
+
+
+def _convert_impl(xp, x, *, new_dtype):
+    if _dtype_of(x).kind == "c" and new_dtype.kind != "c":
+        x = xp.real(x)  # complex -> real keeps the real part, as in JAX
+    x = xp.asarray(x)
+    # A view when nothing changes: never the input itself, which eager mode marks read-only.
+    return x.view() if x.dtype == new_dtype else x.astype(new_dtype)
+
+
+convert_element_type_p.def_impl(_convert_impl)
+
+
+@convert_element_type_p.def_vjp
+def _convert_vjp(ct, ins, out, *, new_dtype):
+    x = ins[0]
+    if is_float(x) and is_float(out):
+        return (convert_element_type(ct, new_dtype=x.dtype),)
+    return (None,)
+
+
+def convert_element_type(x: Any, *, new_dtype: Any) -> Any:
+    """``x`` converted to ``new_dtype`` as NumPy's ``astype`` does (complex to real keeps
+    the real part). The result is never weak-typed.
+
+    The cotangent is converted back to ``x``'s dtype when both dtypes are floating-point;
+    otherwise (an integer or bool on either side) no gradient flows.
+    """
+    return bind(convert_element_type_p, x, new_dtype=np.dtype(new_dtype))
