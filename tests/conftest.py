@@ -1,0 +1,35 @@
+"""Session-wide test configuration.
+
+* ``functx.tracing.CHECK_EAGER`` is on for the whole session: every eager ``bind`` checks the
+  implementation's output shape and dtype against the primitive's abstract-eval rule.
+* Hypothesis profiles: ``ci`` (the default: 25 examples, no deadline) and ``thorough``
+  (200 examples). Select one with ``FUNCTX_HYPOTHESIS_PROFILE=thorough``.
+* ``np.seterr`` is deliberately left alone: tests that expect floating-point warnings
+  handle them locally.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import functx.tracing
+
+settings.register_profile("ci", deadline=None, max_examples=25,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=200,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("FUNCTX_HYPOTHESIS_PROFILE", "ci"))
+
+# On from import time, so that anything run while collecting is checked too.
+_CHECK_EAGER_BEFORE = functx.tracing.CHECK_EAGER
+functx.tracing.CHECK_EAGER = True
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _check_eager_results():
+    """Keep eager results checked against abstract evaluation for the whole session."""
+    functx.tracing.CHECK_EAGER = True
+    yield
+    functx.tracing.CHECK_EAGER = _CHECK_EAGER_BEFORE
