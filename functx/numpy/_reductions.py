@@ -419,7 +419,8 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: builtins.bool =
     if return_sign:
         sign = _ew.sign(s)
         s = _ew.abs(s)
-    r = _ew.add(_ew.log(s), m)
+    with _uf._quiet_unused_branch():  # log(0) = -inf is the answer, not an accident
+        r = _ew.add(_ew.log(s), m)
     r = _finish(r, a, axes, keepdims)
     if return_sign:
         return r, _finish(sign, a, axes, keepdims)
@@ -439,8 +440,9 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08,
     a, b = _operand(a), _operand(b)
     dt = result_type(a, b, 1.0)
     a, b = astype(a, dt), astype(b, dt)
-    close = _uf.less_equal(_uf.abs(_uf.subtract(a, b)),
-                           _uf.add(atol, _uf.multiply(rtol, _uf.abs(b))))
+    with _uf._quiet_unused_branch():  # inf - inf: decided by the equality test below
+        close = _uf.less_equal(_uf.abs(_uf.subtract(a, b)),
+                               _uf.add(atol, _uf.multiply(rtol, _uf.abs(b))))
     out = _uf.logical_or(_uf.logical_and(close, _uf.isfinite(b)), _uf.equal(a, b))
     if equal_nan:
         out = _uf.logical_or(out, _uf.logical_and(_uf.isnan(a), _uf.isnan(b)))

@@ -63,6 +63,11 @@ __all__ = [
     "signbit", "copysign", "nan_to_num", "logaddexp", "sinc", "heaviside",
 ]
 
+# Eager evaluation of a branch that a select then discards may divide inf by inf (and the
+# like); NumPy's own functions raise no warning there, so neither do these composites.
+def _quiet_unused_branch() -> Any:
+    return np.errstate(invalid="ignore", divide="ignore")
+
 _LN2 = math.log(2.0)
 _LOG2E = 1.0 / math.log(2.0)
 _LOG10E = 1.0 / math.log(10.0)
@@ -543,12 +548,12 @@ def hypot(x1, x2):
     """
     a, b, dt = _promote_inexact("hypot", x1, x2)
     a, b = _ew.abs(a), _ew.abs(b)
-    m, n = _ew.max(a, b), _ew.min(a, b)
-    zero, one = np.zeros((), m.dtype), np.ones((), m.dtype)
-    is_zero = _ew.eq(m, zero)
-    r = _ew.div(n, _ew.select(is_zero, one, m))
-    out = _ew.select(is_zero, zero, _ew.mul(m, _ew.sqrt(_ew.add(one, _ew.mul(r, r)))))
-    inf = np.full((), np.inf, m.dtype)
+    zero, one, inf = np.zeros((), dt), np.ones((), dt), np.full((), np.inf, dt)
+    with _quiet_unused_branch():  # inf / inf in entries the final select discards
+        m, n = _ew.max(a, b), _ew.min(a, b)
+        is_zero = _ew.eq(m, zero)
+        r = _ew.div(n, _ew.select(is_zero, one, m))
+        out = _ew.select(is_zero, zero, _ew.mul(m, _ew.sqrt(_ew.add(one, _ew.mul(r, r)))))
     return _ew.select(_ew.or_(_ew.eq(a, inf), _ew.eq(b, inf)), inf, out)
 
 
@@ -579,7 +584,8 @@ def logaddexp(x1, x2):
     """
     a, b, dt = _promote_inexact("logaddexp", x1, x2)
     zero = np.zeros((), dt)
-    d = _ew.select(_ew.eq(a, b), zero, _ew.sub(a, b))
+    with _quiet_unused_branch():  # inf - inf where the select takes 0 instead
+        d = _ew.select(_ew.eq(a, b), zero, _ew.sub(a, b))
     return _ew.add(_ew.max(a, b), _ew.log1p(_ew.exp(_ew.neg(_ew.abs(d)))))
 
 
@@ -587,12 +593,13 @@ def logaddexp(x1, x2):
 def sinc(x):
     """Elementwise normalised sinc, ``sin(pi x) / (pi x)`` (1 at 0).
 
-    NumPy's own trick: 0 is replaced by 1e-20, where the formula evaluates to exactly 1 and
-    has a finite (zero) gradient, so no where is needed on the output.
+    NumPy's own formula: ``y = pi * x`` with exact zeros replaced by the dtype's epsilon,
+    where ``sin(y) / y`` is exactly 1. The replacement is a constant, so the gradient at 0
+    is 0 (correct) and nowhere NaN.
     """
     x = astype(x, np.float64) if x.dtype.kind in "biu" else x
-    y = _ew.mul(np.full((), math.pi, x.dtype),
-                _ew.select(_ew.eq(x, _zero(x)), np.full((), 1e-20, x.dtype), x))
+    y = _ew.mul(np.full((), math.pi, x.dtype), x)
+    y = _ew.select(_ew.eq(y, _zero(y)), np.full((), np.finfo(x.dtype).eps, x.dtype), y)
     return _ew.div(_ew.sin(y), y)
 
 
