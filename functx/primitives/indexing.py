@@ -130,13 +130,14 @@ def _scatter_vjp(ct, ins, out, *, axis):
     x, indices, updates = ins
     ct_x = scatter(ct, indices, _shape.constant(ct, 0, updates.shape, updates.dtype),
                    axis=axis)
-    xp = _shape.array_module(indices)
-    ids = xp.arange(indices.size, dtype=np.int64).reshape(indices.shape)
+    xp, idx_shape = _shape.array_module(indices), np.shape(indices)
+    ids = xp.arange(np.prod(idx_shape, dtype=np.int64), dtype=np.int64).reshape(idx_shape)
     winners = scatter(_shape.constant(indices, 0, (x.shape[axis],), np.int64), indices, ids,
                       axis=0)
     won = _ew.convert_element_type(_ew.eq(gather(winners, indices, axis=0), ids),
                                    new_dtype=updates.dtype)
-    won = _shape.broadcast_in_dim(won, updates.shape, tuple(range(axis, axis + indices.ndim)))
+    won = _shape.broadcast_in_dim(won, updates.shape,
+                                  tuple(range(axis, axis + len(idx_shape))))
     return ct_x, None, _ew.mul(gather(ct, indices, axis=axis), won)
 
 

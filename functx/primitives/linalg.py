@@ -74,31 +74,27 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
     return xp.reshape(xp.matmul(x3, y3), out_shape)
 
 
-def _transpose_lhs(ct: Any, x: Any, y: Any, dimension_numbers: tuple,
-                   swap_ans: bool = False) -> Any:
-    """The cotangent of dot_general's lhs (jax.lax's _dot_general_transpose_lhs)."""
-    (xc, yc), (xb, yb) = dimension_numbers
-    x_kept = _free_axes(x.ndim, xc, xb)
-    y_kept = _free_axes(y.ndim, yc, yb)
-    nb = len(xb)
-    ans_batch = tuple(range(nb))
-    if swap_ans:
-        ans_y = tuple(range(nb, nb + len(y_kept)))
-    else:
-        ans_y = tuple(range(nb + len(x_kept), nb + len(x_kept) + len(y_kept)))
-    dims = ((ans_y, y_kept), (ans_batch, tuple(yb)))
-    xc_sorted_by_y = tuple(np.take(xc, np.argsort(yc)).tolist())
-    out_axes = tuple(np.argsort(tuple(xb) + x_kept + xc_sorted_by_y).tolist())
-    return _shape.transpose_if_needed(dot_general(ct, y, dimension_numbers=dims), out_axes)
-
-
 @dot_general_p.def_vjp(save_inputs=(0, 1))
 def _dot_general_vjp(ct, ins, out, *, dimension_numbers):
+    # Both cotangents are dot_generals of ct with the other operand (so the rule is
+    # differentiable to any order), followed by a transpose into the operand's layout. The
+    # operand order is chosen so that the plain matrix product needs no transpose:
+    # ct @ y.T for x, and x.T @ ct for y (as jax.lax's transpose rules, mirrored for y).
     x, y = ins
     (xc, yc), (xb, yb) = dimension_numbers
-    swapped = ((yc, xc), (yb, xb))
-    return (_transpose_lhs(ct, x, y, dimension_numbers),
-            _transpose_lhs(ct, y, x, swapped, swap_ans=True))
+    xk, yk = _free_axes(x.ndim, xc, xb), _free_axes(y.ndim, yc, yb)
+    nb, nxk = len(xb), len(xk)
+    ct_b = tuple(range(nb))
+    ct_xk = tuple(range(nb, nb + nxk))
+    ct_yk = tuple(range(nb + nxk, nb + nxk + len(yk)))
+    # x: the result holds x's batch, x's free axes, then y's contracting axes in y's order.
+    ct_x = dot_general(ct, y, dimension_numbers=((ct_yk, yk), (ct_b, yb)))
+    x_layout = xb + xk + tuple(xc[j] for j in np.argsort(yc))
+    # y: the result holds y's batch, x's contracting axes in x's order, then y's free axes.
+    ct_y = dot_general(x, ct, dimension_numbers=((xk, ct_xk), (xb, ct_b)))
+    y_layout = yb + tuple(yc[j] for j in np.argsort(xc)) + yk
+    return (_shape.transpose_if_needed(ct_x, tuple(np.argsort(x_layout).tolist())),
+            _shape.transpose_if_needed(ct_y, tuple(np.argsort(y_layout).tolist())))
 
 
 def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:

@@ -15,7 +15,7 @@ from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
-from functx.primitives._util import normalize_axes
+from functx.primitives._util import is_float, normalize_axes
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -88,6 +88,8 @@ def _make_extremum_impl(is_max: bool):
 def _extremum_vjp(ct, ins, out, *, axes):
     """The cotangent goes to the maxima (minima), split evenly among ties, as in JAX."""
     x = ins[0]
+    if not is_float(x):  # any/all, integer max/min: nothing to differentiate
+        return (None,)
     if _reduces_empty(x, axes):  # x has no elements: any array of its shape is the answer
         return (expand_reduced(ct, x, axes),)
     hit = _ew.convert_element_type(_ew.eq(x, expand_reduced(out, x, axes)), new_dtype=x.dtype)

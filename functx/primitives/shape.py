@@ -3,7 +3,9 @@
 Static parameters are tuples of non-negative ints (the wrappers normalise negative axes).
 ``dynamic_slice`` and ``dynamic_update_slice`` take their start indices as extra scalar
 integer operands after the arrays, so they may be traced; like ``lax.dynamic_slice`` they
-clamp the start indices so that the window lies inside the array.
+clamp the start indices so that the window lies inside the array. Their generic
+implementations read the start indices on the host (``int(i)``), which synchronises a GPU;
+a CUDA kernel taking device indices can override them.
 """
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
 """Specs of the structural primitives: reductions, shape operations, indexing, dot_general.
 
-Static parameters are drawn first and the arrays they call for second (``.flatmap``); the
-parameters travel as the last argument, a ``SimpleNamespace`` (never differentiated, not
-an array, not a pytree node), so ``fn(*args)`` and ``ref(*args)`` see both.
+Static parameters (axes, permutations, slice bounds, pad configurations, dimension
+numbers...) are drawn first and the arrays they call for second (``.flatmap``). The rule
+tests pass every argument through ``vjp`` and ``make_trace``, so arguments must be arrays:
+the parameters travel as a last, empty int8 array whose shape ``(0, k)`` holds their
+number ``k`` in a table (shapes stay concrete under tracing). :func:`_spec` hides this:
+its ``fn`` and ``ref`` take the arrays and then the parameters, a ``SimpleNamespace``.
 
 References are written independently of the implementations: loops over index positions
 for the scatters, index maps for pad, ``np.einsum`` for dot_general. Maxima and minima are
@@ -15,7 +18,9 @@ from types import SimpleNamespace as P
 from typing import Any, Callable
 
 import numpy as np
+from hypothesis import note
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from functx.primitives import indexing as ix
 from functx.primitives import linalg as la
@@ -24,10 +29,35 @@ from functx.primitives import shape as sh
 from tests.specs import PrimSpec
 from tests.strategies import array, distinct_array, int_array, shapes
 
+_DRAWN_PARAMS: list[P] = []
+_PARAM_NUMBERS: dict[str, int] = {}
 
-def _with(params: st.SearchStrategy, arrays: Callable[[Any], st.SearchStrategy]) -> st.SearchStrategy:
-    """Draw parameters, then the arrays they call for; the args are ``(*arrays, params)``."""
-    return params.flatmap(lambda p: arrays(p).map(lambda arrs: (*arrs, p)))
+
+def _param_handle(p: P) -> np.ndarray:
+    """An empty array standing for the parameters ``p`` (see the module docstring)."""
+    key = repr(p)
+    k = _PARAM_NUMBERS.get(key)
+    if k is None:
+        k = _PARAM_NUMBERS[key] = len(_DRAWN_PARAMS)
+        _DRAWN_PARAMS.append(p)
+    try:
+        note(f"parameters #{k}: {p}")
+    except InvalidArgument:  # drawn outside a test (e.g. strategy.example())
+        pass
+    return np.zeros((0, k), np.int8)
+
+
+def _spec(name: str, fn: Callable, ref: Callable, params: st.SearchStrategy,
+          arrays: Callable[[P], st.SearchStrategy], **kwargs: Any) -> PrimSpec:
+    """A spec drawing ``params``, then ``arrays(params)`` (a strategy of a tuple of arrays).
+
+    ``fn(*arrays, params)`` binds the primitive and ``ref(*arrays, params)`` is NumPy's.
+    """
+    def unpack(f: Callable) -> Callable:
+        return lambda *args: f(*args[:-1], _DRAWN_PARAMS[args[-1].shape[1]])
+
+    drawn = params.flatmap(lambda p: arrays(p).map(lambda arrs: (*arrs, _param_handle(p))))
+    return PrimSpec(name, unpack(fn), unpack(ref), drawn, **kwargs)
 
 
 def _subset(items: Any) -> st.SearchStrategy:
@@ -48,9 +78,9 @@ def _axes_params(draw, min_rank=0, max_side=4, min_side=0, nonempty_reduced=Fals
 
 def _reduction_spec(name: str, fn: Callable, ref: Callable, values: Callable, label: str = "",
                     params: st.SearchStrategy | None = None, diff: tuple = (0,)) -> PrimSpec:
-    return PrimSpec(name, lambda x, p: fn(x, p.axes), lambda x, p: ref(x, axis=p.axes),
-                    _with(_axes_params() if params is None else params, lambda p: st.tuples(values(p.shape))),
-                    diff_argnums=diff, label=label)
+    return _spec(name, lambda x, p: fn(x, p.axes), lambda x, p: ref(x, axis=p.axes),
+                 _axes_params() if params is None else params,
+                 lambda p: st.tuples(values(p.shape)), diff_argnums=diff, label=label)
 
 
 def _bools(shape):
@@ -94,11 +124,10 @@ def _axis_params(draw, min_side=0, index_dtype=np.int64):
 
 def _arg_spec(name: str, fn: Callable, ref: Callable, values: Callable, label: str,
               index_dtype: Any = np.int64) -> PrimSpec:
-    return PrimSpec(name, lambda x, p: fn(x, axis=p.axis, index_dtype=p.index_dtype),
-                    lambda x, p: ref(x, axis=p.axis).astype(p.index_dtype),
-                    _with(_axis_params(min_side=1, index_dtype=index_dtype),
-                          lambda p: st.tuples(values(p.shape))),
-                    diff_argnums=(), label=label)
+    return _spec(name, lambda x, p: fn(x, axis=p.axis, index_dtype=p.index_dtype),
+                 lambda x, p: ref(x, axis=p.axis).astype(p.index_dtype),
+                 _axis_params(min_side=1, index_dtype=index_dtype),
+                 lambda p: st.tuples(values(p.shape)), diff_argnums=(), label=label)
 
 
 def _cumsum_ref(x: np.ndarray, p: P) -> np.ndarray:
@@ -116,11 +145,11 @@ REDUCTION_SPECS += [
     _arg_spec("argmin", red.argmin, np.argmin, distinct_array, "float"),
     _arg_spec("argmin", red.argmin, np.argmin, lambda s: int_array(s, 0, 3), "ties_int32",
               np.int32),
-    PrimSpec("cumsum", lambda x, p: red.cumsum(x, axis=p.axis, reverse=p.reverse), _cumsum_ref,
-             _with(_axis_params(), lambda p: st.tuples(array(p.shape)))),
-    PrimSpec("cumsum", lambda x, p: red.cumsum(x, axis=p.axis, reverse=p.reverse), _cumsum_ref,
-             _with(_axis_params(), lambda p: st.tuples(int_array(p.shape, -5, 5))),
-             diff_argnums=(), label="int"),
+    _spec("cumsum", lambda x, p: red.cumsum(x, axis=p.axis, reverse=p.reverse), _cumsum_ref,
+          _axis_params(), lambda p: st.tuples(array(p.shape))),
+    _spec("cumsum", lambda x, p: red.cumsum(x, axis=p.axis, reverse=p.reverse), _cumsum_ref,
+          _axis_params(), lambda p: st.tuples(int_array(p.shape, -5, 5)),
+          diff_argnums=(), label="int"),
 ]
 
 
@@ -206,15 +235,15 @@ def _slice_ref(x: np.ndarray, p: P) -> np.ndarray:
 
 
 def _index_scalar(i: int) -> st.SearchStrategy:
-    """A start index as a Python int or a 0-d int32/int64 array."""
-    return st.sampled_from([i, np.asarray(i, np.int32), np.asarray(i, np.int64)])
+    """A start index as a 0-d int32 or int64 array."""
+    return st.sampled_from([np.asarray(i, np.int32), np.asarray(i, np.int64)])
 
 
 @st.composite
 def _dynamic_slice_params(draw, update=False):
     shape = draw(shapes(max_side=5))
     sizes = tuple(draw(st.integers(0, d)) for d in shape)
-    starts = tuple(draw(_index_scalar(draw(st.integers(-2, d + 2)))) for d in shape)
+    starts = tuple(draw(st.integers(-2, d + 2)) for d in shape)  # clamped when out of range
     return P(shape=shape, sizes=sizes, starts=starts, update=update)
 
 
@@ -228,13 +257,14 @@ def _window(shape, sizes, starts):
 
 
 def _dynamic_slice_arrays(p: P) -> st.SearchStrategy:
-    x = array(p.shape)
-    return st.tuples(x, array(p.sizes)) if p.update else st.tuples(x)
+    """``(x, *starts)`` or, for an update, ``(x, update, *starts)``."""
+    update = (array(p.sizes),) if p.update else ()
+    return st.tuples(array(p.shape), *update, *map(_index_scalar, p.starts))
 
 
-def _dus_ref(x: np.ndarray, u: np.ndarray, p: P) -> np.ndarray:
+def _dus_ref(x: np.ndarray, u: np.ndarray, *starts_and_params: Any) -> np.ndarray:
     out = x.copy()
-    out[_window(x.shape, u.shape, p.starts)] = u
+    out[_window(x.shape, u.shape, starts_and_params[:-1])] = u
     return out
 
 
@@ -247,10 +277,10 @@ def _concatenate_params(draw, n):
 
 
 def _concatenate_spec(n: int) -> PrimSpec:
-    return PrimSpec("concatenate", lambda *a: sh.concatenate(a[:-1], a[-1].dim),
-                    lambda *a: np.concatenate(a[:-1], axis=a[-1].dim),
-                    _with(_concatenate_params(n), lambda p: st.tuples(*map(array, p.shapes))),
-                    diff_argnums=tuple(range(n)), label=f"{n}_operands")
+    return _spec("concatenate", lambda *a: sh.concatenate(a[:-1], a[-1].dim),
+                 lambda *a: np.concatenate(a[:-1], axis=a[-1].dim), _concatenate_params(n),
+                 lambda p: st.tuples(*map(array, p.shapes)), diff_argnums=tuple(range(n)),
+                 label=f"{n}_operands")
 
 
 @st.composite
@@ -285,30 +315,29 @@ def _rev_params(draw):
 
 
 SHAPE_SPECS = [
-    PrimSpec("reshape", lambda x, p: sh.reshape(x, p.new), lambda x, p: x.reshape(p.new),
-             _with(_reshape_params(), _one_array)),
-    PrimSpec("broadcast_in_dim", lambda x, p: sh.broadcast_in_dim(x, p.out, p.dims),
-             _broadcast_ref, _with(_broadcast_params(), _one_array)),
-    PrimSpec("transpose", lambda x, p: sh.transpose(x, p.perm),
-             lambda x, p: np.transpose(x, p.perm), _with(_transpose_params(), _one_array)),
-    PrimSpec("squeeze", lambda x, p: sh.squeeze(x, p.dims),
-             lambda x, p: np.squeeze(x, axis=p.dims), _with(_squeeze_params(), _one_array)),
-    PrimSpec("expand_dims", lambda x, p: sh.expand_dims(x, p.dims),
-             lambda x, p: np.expand_dims(x, p.dims), _with(_expand_dims_params(), _one_array)),
-    PrimSpec("slice", lambda x, p: sh.slice(x, p.start, p.limit, p.strides), _slice_ref,
-             _with(_slice_params(), _one_array)),
-    PrimSpec("dynamic_slice", lambda x, p: sh.dynamic_slice(x, p.starts, p.sizes),
-             lambda x, p: x[_window(x.shape, p.sizes, p.starts)],
-             _with(_dynamic_slice_params(), _dynamic_slice_arrays)),
-    PrimSpec("dynamic_update_slice", lambda x, u, p: sh.dynamic_update_slice(x, u, p.starts),
-             _dus_ref, _with(_dynamic_slice_params(update=True), _dynamic_slice_arrays),
-             diff_argnums=(0, 1)),
+    _spec("reshape", lambda x, p: sh.reshape(x, p.new), lambda x, p: x.reshape(p.new),
+          _reshape_params(), _one_array),
+    _spec("broadcast_in_dim", lambda x, p: sh.broadcast_in_dim(x, p.out, p.dims),
+          _broadcast_ref, _broadcast_params(), _one_array),
+    _spec("transpose", lambda x, p: sh.transpose(x, p.perm),
+          lambda x, p: np.transpose(x, p.perm), _transpose_params(), _one_array),
+    _spec("squeeze", lambda x, p: sh.squeeze(x, p.dims),
+          lambda x, p: np.squeeze(x, axis=p.dims), _squeeze_params(), _one_array),
+    _spec("expand_dims", lambda x, p: sh.expand_dims(x, p.dims),
+          lambda x, p: np.expand_dims(x, p.dims), _expand_dims_params(), _one_array),
+    _spec("slice", lambda x, p: sh.slice(x, p.start, p.limit, p.strides), _slice_ref,
+          _slice_params(), _one_array),
+    _spec("dynamic_slice", lambda x, *a: sh.dynamic_slice(x, a[:-1], a[-1].sizes),
+          lambda x, *a: x[_window(x.shape, a[-1].sizes, a[:-1])],
+          _dynamic_slice_params(), _dynamic_slice_arrays),
+    _spec("dynamic_update_slice", lambda x, u, *a: sh.dynamic_update_slice(x, u, a[:-1]),
+          _dus_ref, _dynamic_slice_params(update=True), _dynamic_slice_arrays,
+          diff_argnums=(0, 1)),
     *[_concatenate_spec(n) for n in (1, 2, 3)],
-    PrimSpec("pad", lambda x, v, p: sh.pad(x, v, p.config), _pad_ref,
-             _with(_pad_params(), lambda p: st.tuples(array(p.shape), array(()))),
-             diff_argnums=(0, 1)),
-    PrimSpec("rev", lambda x, p: sh.rev(x, p.dims), lambda x, p: np.flip(x, p.dims),
-             _with(_rev_params(), _one_array)),
+    _spec("pad", lambda x, v, p: sh.pad(x, v, p.config), _pad_ref, _pad_params(),
+          lambda p: st.tuples(array(p.shape), array(())), diff_argnums=(0, 1)),
+    _spec("rev", lambda x, p: sh.rev(x, p.dims), lambda x, p: np.flip(x, p.dims),
+          _rev_params(), _one_array),
 ]
 
 
@@ -349,16 +378,14 @@ def _scatter_ref(x, idx, upd, p, add):
 
 
 INDEXING_SPECS = [
-    PrimSpec("gather", lambda x, i, p: ix.gather(x, i, axis=p.axis), _gather_ref,
-             _with(_gather_params(), _gather_arrays)),
-    PrimSpec("scatter_add", lambda x, i, u, p: ix.scatter_add(x, i, u, axis=p.axis),
-             lambda x, i, u, p: _scatter_ref(x, i, u, p, add=True),
-             _with(_gather_params(), lambda p: _gather_arrays(p, updates=True)),
-             diff_argnums=(0, 2)),
-    PrimSpec("scatter", lambda x, i, u, p: ix.scatter(x, i, u, axis=p.axis),
-             lambda x, i, u, p: _scatter_ref(x, i, u, p, add=False),
-             _with(_gather_params(), lambda p: _gather_arrays(p, updates=True)),
-             diff_argnums=(0, 2)),
+    _spec("gather", lambda x, i, p: ix.gather(x, i, axis=p.axis), _gather_ref,
+          _gather_params(), _gather_arrays),
+    _spec("scatter_add", lambda x, i, u, p: ix.scatter_add(x, i, u, axis=p.axis),
+          lambda x, i, u, p: _scatter_ref(x, i, u, p, add=True), _gather_params(),
+          lambda p: _gather_arrays(p, updates=True), diff_argnums=(0, 2)),
+    _spec("scatter", lambda x, i, u, p: ix.scatter(x, i, u, axis=p.axis),
+          lambda x, i, u, p: _scatter_ref(x, i, u, p, add=False), _gather_params(),
+          lambda p: _gather_arrays(p, updates=True), diff_argnums=(0, 2)),
 ]
 
 
@@ -403,10 +430,10 @@ def _dot_params(draw, kind):
 
 
 def _dot_spec(kind: str, values: Callable = array, diff: tuple = (0, 1), label: str = "") -> PrimSpec:
-    return PrimSpec("dot_general", lambda x, y, p: la.dot_general(x, y, dimension_numbers=p.dims),
-                    lambda x, y, p: np.einsum(p.einsum, x, y),
-                    _with(_dot_params(kind), lambda p: st.tuples(values(p.x), values(p.y))),
-                    diff_argnums=diff, label=label or kind)
+    return _spec("dot_general", lambda x, y, p: la.dot_general(x, y, dimension_numbers=p.dims),
+                 lambda x, y, p: np.einsum(p.einsum, x, y), _dot_params(kind),
+                 lambda p: st.tuples(values(p.x), values(p.y)), diff_argnums=diff,
+                 label=label or kind)
 
 
 LINALG_SPECS = [
