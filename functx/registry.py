@@ -82,14 +82,17 @@ class Primitive:
 
         Args:
             fn: ``fn(ct, ins, out, **params)``; returns a tuple with one entry per input.
-            save_inputs: indices of the inputs whose values the rule reads (True: all).
+            save_inputs: indices of the inputs whose values the rule reads: a tuple, True
+                (all), or a slice such as ``slice(1, None)`` (all but the first; for
+                variadic primitives).
             save_output: whether the rule reads the output value(s).
         """
         if fn is None:
             return functools.partial(self.def_vjp, save_inputs=save_inputs,
                                      save_output=save_output)
         self.vjp = fn
-        self.save_inputs = save_inputs if isinstance(save_inputs, bool) else tuple(save_inputs)
+        self.save_inputs = (save_inputs if isinstance(save_inputs, (bool, slice))
+                            else tuple(save_inputs))
         self.save_output = bool(save_output)
         return fn
 
@@ -109,11 +112,14 @@ class Primitive:
     def has_zero_vjp(self) -> bool:
         return self.vjp is _zero_vjp
 
-    def saved_input_indices(self, n_inputs: int) -> tuple[int, ...]:
+    def saved_input_indices(self, n_inputs: int) -> tuple[int, ...] | range:
+        """The indices of the inputs whose values the VJP rule reads."""
         s = self.save_inputs
+        if type(s) is tuple:
+            return s
         if s is True:
-            return tuple(range(n_inputs))
-        return () if s is False else s
+            return range(n_inputs)
+        return range(*s.indices(n_inputs)) if type(s) is slice else ()
 
     def impl_for(self, backend_name: str) -> Callable:
         """The implementation to run on a backend (its own rule, else the generic one).

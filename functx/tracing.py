@@ -444,7 +444,7 @@ class ConcreteTraceBuilder(TraceBuilder):
             res = self.residuals
             first = []
             saved = prim.save_inputs
-            for i in (range(len(atoms)) if saved is True else saved):
+            for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
                 a = atoms[i]
                 if type(a) is Var and a not in res:
                     res[a] = vals[i]

@@ -285,7 +285,7 @@ def _dynamic_slice_impl(xp, x, *idx, slice_sizes):
     return x[tuple(_pyslice(s, s + n) for s, n in zip(starts, slice_sizes))]
 
 
-@dynamic_slice_p.def_vjp(save_inputs=True)  # reads only the start indices
+@dynamic_slice_p.def_vjp(save_inputs=_pyslice(1, None))  # only the start indices
 def _dynamic_slice_vjp(ct, ins, out, *, slice_sizes):
     x, idx = ins[0], ins[1:]
     zeros = constant(ct, 0, x.shape, x.dtype)
@@ -323,7 +323,7 @@ def _dus_impl(xp, x, update, *idx):
     return out
 
 
-@dynamic_update_slice_p.def_vjp(save_inputs=True)  # reads only the start indices
+@dynamic_update_slice_p.def_vjp(save_inputs=_pyslice(2, None))  # only the start indices
 def _dus_vjp(ct, ins, out):
     update, idx = ins[1], ins[2:]
     zeros = constant(ct, 0, update.shape, update.dtype)

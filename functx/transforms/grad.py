@@ -67,8 +67,7 @@ def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
         prim = e.prim
         mine = []
         if prim.vjp is not None:
-            saved = prim.save_inputs
-            for i in (range(len(e.inputs)) if saved is True else saved):
+            for i in prim.saved_input_indices(len(e.inputs)):
                 v = e.inputs[i]
                 if type(v) is Var and v not in seen:
                     seen.add(v)
@@ -90,7 +89,7 @@ def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
     inputs = eqn.inputs
     ins = [a.aval for a in inputs]
     saved = prim.save_inputs
-    for j in (range(len(inputs)) if saved is True else saved):
+    for j in (saved if type(saved) is tuple else prim.saved_input_indices(len(inputs))):
         a = inputs[j]
         ins[j] = a.value if type(a) is Literal else residuals[a]
     if prim.multiple_results:
