@@ -60,7 +60,7 @@ __all__ = [
     "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
     "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
     "invert", "bitwise_not", "isfinite", "isnan", "isinf", "isposinf", "isneginf",
-    "signbit", "copysign", "nan_to_num", "logaddexp", "sinc", "heaviside",
+    "signbit", "copysign", "nan_to_num", "logaddexp", "logaddexp2", "sinc", "heaviside",
 ]
 
 # Eager evaluation of a branch that a select then discards may divide inf by inf (and the
@@ -574,6 +574,20 @@ def rad2deg(x):
 radians, degrees = deg2rad, rad2deg
 
 
+def _log_add_exp(name: str, x1: Any, x2: Any, base2: builtins.bool) -> Any:
+    """``max + log1p(exp(-|x1 - x2|))`` in base e or 2 (see :func:`logaddexp`)."""
+    a, b, dt = _promote_inexact(name, x1, x2)
+    zero = np.zeros((), dt)
+    with _quiet_unused_branch():  # inf - inf where the select takes 0 instead
+        d = _ew.select(_ew.eq(a, b), zero, _ew.sub(a, b))
+    t = _ew.neg(_ew.abs(d))
+    if base2:
+        tail = _ew.mul(_ew.log1p(_ew.pow(np.full((), 2.0, dt), t)), np.full((), _LOG2E, dt))
+    else:
+        tail = _ew.log1p(_ew.exp(t))
+    return _ew.add(_ew.max(a, b), tail)
+
+
 @_ufunc
 def logaddexp(x1, x2):
     """Elementwise ``log(exp(x1) + exp(x2))``, stable for large and ``-inf`` inputs.
@@ -582,11 +596,13 @@ def logaddexp(x1, x2):
     both ``inf``) the difference is taken as 0, so no NaN appears. The gradient is
     ``sigmoid(x1 - x2)`` (exactly 1/2 each at ties).
     """
-    a, b, dt = _promote_inexact("logaddexp", x1, x2)
-    zero = np.zeros((), dt)
-    with _quiet_unused_branch():  # inf - inf where the select takes 0 instead
-        d = _ew.select(_ew.eq(a, b), zero, _ew.sub(a, b))
-    return _ew.add(_ew.max(a, b), _ew.log1p(_ew.exp(_ew.neg(_ew.abs(d)))))
+    return _log_add_exp("logaddexp", x1, x2, base2=False)
+
+
+@_ufunc
+def logaddexp2(x1, x2):
+    """Elementwise ``log2(2**x1 + 2**x2)``, stable as :func:`logaddexp` is."""
+    return _log_add_exp("logaddexp2", x1, x2, base2=True)
 
 
 @_ufunc
