@@ -281,6 +281,7 @@ class Tracer:
     def clip(self, min=None, max=None): return _np_api().clip(self, min, max)
     def dot(self, other): return _np_api().dot(self, other)
     def round(self, decimals=0): return _np_api().round(self, decimals)
+    def __round__(self, ndigits=None): return _np_api().round(self, ndigits or 0)
     def conj(self): return self
     @property
     def real(self): return self
@@ -554,7 +555,11 @@ def _eager(prim: Primitive, args: tuple, params: dict) -> Any:
         if prim.multiple_results:
             out = [backends.finalize_cpu(o, args) for o in out]
         elif type(out) is _ndarray and out.base is None and out.flags.writeable:
-            out.flags.writeable = False  # a fresh array: nothing to alias
+            for a in args:  # an impl may return an input itself: never touch the user's
+                if a is out:
+                    out = out.view()
+                    break
+            out.flags.writeable = False
         else:
             out = backends.finalize_cpu(out, args)
     if CHECK_EAGER:

@@ -16,3 +16,10 @@ from functx.numpy._creation import *  # noqa: F401,F403
 from functx.numpy._shape import *  # noqa: F401,F403
 from functx.numpy._indexing import *  # noqa: F401,F403
 from functx.numpy._linalg import *  # noqa: F401,F403
+
+from functx.numpy import (  # noqa: E402
+    _creation, _indexing, _linalg, _promotion, _reductions, _shape, _ufuncs,
+)
+
+__all__ = sorted({name for m in (_promotion, _ufuncs, _reductions, _creation, _shape,
+                                 _indexing, _linalg) for name in m.__all__})

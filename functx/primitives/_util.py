@@ -36,15 +36,26 @@ def broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+_WEAK_PLACEHOLDER = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
+
+
 def same_dtypes(name: str, *avals: AbstractArray) -> np.dtype:
     """The common dtype of ``avals``, which must all be equal at the primitive level.
+
+    Weakly typed operands (Python scalars) take the dtype of the others where NumPy 2
+    would keep that dtype (``f32`` with ``2.0`` is ``f32``; ``i64`` with ``2.5`` is an error).
 
     Raises:
         DTypeError: they differ; functx.numpy promotes dtypes, primitives do not.
     """
-    dt = avals[0].dtype
-    for a in avals[1:]:
-        if a.dtype != dt:
+    strong = [a.dtype for a in avals if not a.weak_type]
+    dt = strong[0] if strong else avals[0].dtype
+    for a in avals:
+        if a.weak_type and strong:
+            ok = np.result_type(dt, _WEAK_PLACEHOLDER.get(a.dtype.kind, 0.0)) == dt
+        else:
+            ok = a.dtype == dt
+        if not ok:
             raise DTypeError(
                 f"{name} needs operands of one dtype but got {fmt(avals)}. The primitive does "
                 "not promote: use the functx.numpy function (which promotes as NumPy does) or "

@@ -78,6 +78,17 @@ def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
     return frees
 
 
+def _literal_value(a: Literal, eqn: Any) -> Any:
+    """A literal's value as an array; a Python scalar takes the dtype it had in ``eqn``
+    (that of the first strongly typed operand, as the primitive's shape rule promotes it)."""
+    v = a.value
+    if type(v) in (bool, int, float, complex):
+        like = next((b.aval.dtype for b in eqn.inputs if not b.aval.weak_type),
+                    a.aval.dtype)
+        v = np.asarray(v, dtype=like)
+    return v
+
+
 def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
     """Call ``eqn``'s VJP rule with the residuals it declared (abstract values elsewhere)."""
     prim = eqn.prim
@@ -91,7 +102,7 @@ def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
     saved = prim.save_inputs
     for j in (saved if type(saved) is tuple else prim.saved_input_indices(len(inputs))):
         a = inputs[j]
-        ins[j] = a.value if type(a) is Literal else residuals[a]
+        ins[j] = _literal_value(a, eqn) if type(a) is Literal else residuals[a]
     if prim.multiple_results:
         out = [residuals[v] if prim.save_output else v.aval for v in eqn.outputs]
     else:
