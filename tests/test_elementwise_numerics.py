@@ -258,9 +258,9 @@ def test_convert_element_type_gradients_and_aliasing():
                                   [1.0])
 
 
-def test_dtype_errors():
+def test_dtype_errors(monkeypatch):
     f, i, b = np.ones(2), np.ones(2, np.int64), np.ones(2, bool)
-    for fn, args, words in [
+    cases = [
         (ew.lt, (f, f.astype(np.float32)), "one dtype"),
         (ew.and_, (f, f), "bool or integer"),
         (ew.not_, (f,), "bool or integer"),
@@ -269,9 +269,20 @@ def test_dtype_errors():
         (ew.floor, (i,), "real floating-point"),
         (ew.sign, (b,), "integer or real"),
         (ew.clamp, (f, f, i), "one dtype"),
-    ]:
+        (ew.select, (i, f, f), "bool predicate"),
+        (lambda v: ew.integer_pow(v, y=2), (b,), "numeric"),
+    ]
+    for fn, args, words in cases:
         with pytest.raises(DTypeError, match=words):
             fx.eval_shape(fn, *args)
+    # Eagerly too, without the test-only CHECK_EAGER switch (NumPy would silently upcast
+    # or turn integers into floats), and under grad, which runs implementations directly.
+    monkeypatch.setattr(fx.tracing, "CHECK_EAGER", False)
+    for fn, args, words in cases:
+        with pytest.raises(DTypeError, match=words):
+            fn(*args)
+    with pytest.raises(DTypeError, match="one dtype"):
+        fx.grad(lambda v: total(ew.max(v, np.ones(2, np.float32))))(f)
     assert fx.eval_shape(ew.eq, i, i).dtype == np.bool_
     assert fx.eval_shape(ew.xor, b, b).dtype == np.bool_
 

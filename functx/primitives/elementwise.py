@@ -96,11 +96,37 @@ def make_binary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> 
     return rule
 
 
+class RejectedDTypes(TypeError):
+    """Raised by an implementation for operands its abstract-eval rule rejects; eager mode
+    then re-raises the rule's own DTypeError (see functx.tracing._explain_eager_failure)."""
+
+
+def checked_impl(impl: Callable, accepts: str = "any",
+                 same_dtype: tuple[int, ...] = ()) -> Callable:
+    """``impl`` refusing, at run time too, the dtypes the abstract-eval rule refuses.
+
+    Eager mode and concrete tracing (grad) run implementations without the abstract-eval
+    rule, and NumPy would silently upcast mixed dtypes or turn integers into floats; this
+    check keeps eager results to the types the rules promise. ``same_dtype`` lists the
+    operands that must share the first one's dtype; ``accepts`` is its dtype class.
+    """
+    ok = None if accepts == "any" else DTYPE_CLASSES[accepts][0]
+
+    def run(xp: Any, *args: Any, **params: Any) -> Any:
+        dt = _dtype_of(args[same_dtype[0] if same_dtype else 0])
+        if (ok is not None and not ok(dt)) or any(_dtype_of(args[i]) != dt
+                                                  for i in same_dtype[1:]):
+            raise RejectedDTypes("operand dtypes rejected by the abstract-eval rule")
+        return impl(xp, *args, **params)
+    run.__doc__ = impl.__doc__
+    return run
+
+
 def unary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = None) -> Primitive:
     """A new elementwise unary primitive with the same-shape rule and a generic impl."""
     p = Primitive(name)
     p.def_abstract_eval(make_unary_aval(name, accepts, out_dtype))
-    p.def_impl(impl)
+    p.def_impl(impl if accepts == "any" else checked_impl(impl, accepts))
     return p
 
 
@@ -108,7 +134,7 @@ def binary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = Non
     """A new broadcasting binary primitive with a generic impl."""
     p = Primitive(name)
     p.def_abstract_eval(make_binary_aval(name, accepts, out_dtype))
-    p.def_impl(impl)
+    p.def_impl(checked_impl(impl, accepts, (0, 1)))
     return p
 
 
@@ -302,7 +328,8 @@ def _integer_pow_aval(x: AbstractArray, *, y: int) -> AbstractArray:
 
 # xp.power with an exponent of x's own dtype: exact for integers (wrapping as NumPy does),
 # and one correctly-rounded-ish libm pow for floating point (better than repeated products).
-integer_pow_p.def_impl(lambda xp, x, *, y: xp.power(x, _dtype_of(x).type(y)))
+integer_pow_p.def_impl(checked_impl(lambda xp, x, *, y: xp.power(x, _dtype_of(x).type(y)),
+                                    "number"))
 
 
 @integer_pow_p.def_vjp(save_inputs=(0,))
@@ -617,25 +644,37 @@ def _erf_impl(xp, x):
     if dtype != np.float64:
         return _erf_impl(xp, xp.asarray(x).astype(np.float64)).astype(dtype)
     series, hi, lo, taylor = _erf_tables(xp)
+    shape = np.shape(x)
+    x = xp.reshape(xp.asarray(x), (-1,))  # 1-d, so that 0-d inputs can be indexed too
     y = xp.abs(x)
-    # Small arguments.
-    ys = xp.minimum(y, _ERF_K0 / _ERF_STEP)
+    out = xp.minimum(y, 1.0)  # the value for |x| >= 6 (and NaN for NaN)
+    small = y < _ERF_K0 / _ERF_STEP
+    mid = (y < _ERF_K1 / _ERF_STEP) & ~small
+    # Each range is evaluated on its own entries only, with in-place Horner steps.
+    ys = y[small]
     z = ys * ys
-    p = series[-1]
-    for coef in series[-2::-1]:
-        p = p * z + coef
-    small = ys + ys * p
-    # Taylor expansions about the centres (y clamped into range, NaN sent to a centre).
-    yt = xp.clip(xp.where(y < _ERF_K1 / _ERF_STEP, y, 0), _ERF_K0 / _ERF_STEP,
-                 _ERF_K1 / _ERF_STEP)
-    k = xp.minimum(xp.floor(yt * _ERF_STEP), _ERF_K1 - 1).astype(np.int64) - _ERF_K0
-    h = yt - (k * 2 + (2 * _ERF_K0 + 1)) / (2 * _ERF_STEP)
+    acc = z * series[-1]
+    for coef in series[-2:0:-1]:
+        acc += coef
+        acc *= z
+    acc += series[0]
+    acc *= ys
+    acc += ys
+    out[small] = acc
+    ym = y[mid]
+    k = xp.floor(ym * _ERF_STEP).astype(np.int64)
+    h = ym - (2 * k + 1) / (2 * _ERF_STEP)  # exact (Sterbenz)
+    k -= _ERF_K0
     acc = xp.take(taylor[-1], k)
+    buf = xp.empty_like(acc)
     for row in range(_ERF_DEGREE - 2, -1, -1):
-        acc = acc * h + xp.take(taylor[row], k)
-    mid = xp.take(hi, k) + (xp.take(lo, k) + acc * h)
-    big = xp.where(y < _ERF_K1 / _ERF_STEP, mid, xp.minimum(y, 1.0))  # 1, or NaN
-    return xp.copysign(xp.where(y < _ERF_K0 / _ERF_STEP, small, big), x)
+        acc *= h
+        acc += xp.take(taylor[row], k, out=buf)
+    acc *= h
+    acc += xp.take(lo, k, out=buf)
+    acc += xp.take(hi, k, out=buf)  # erf(c)_hi + (erf(c)_lo + tail)
+    out[mid] = acc
+    return xp.reshape(xp.copysign(out, x, out=out), shape)
 
 
 def _exp_neg_square(x: Any) -> Any:
@@ -788,7 +827,13 @@ def _select_aval(pred: AbstractArray, on_true: AbstractArray,
     return AbstractArray(shape, dtype, on_true.weak_type and on_false.weak_type)
 
 
-select_p.def_impl(lambda xp, pred, on_true, on_false: xp.where(pred, on_true, on_false))
+def _select_impl(xp, pred, on_true, on_false):
+    if _dtype_of(pred) != np.bool_:
+        raise RejectedDTypes("select needs a bool predicate")
+    return xp.where(pred, on_true, on_false)
+
+
+select_p.def_impl(checked_impl(_select_impl, "any", (1, 2)))
 
 
 @select_p.def_vjp(save_inputs=(0,))
@@ -821,7 +866,8 @@ def _clamp_aval(lo: AbstractArray, x: AbstractArray, hi: AbstractArray) -> Abstr
     return AbstractArray(shape, dtype, lo.weak_type and x.weak_type and hi.weak_type)
 
 
-clamp_p.def_impl(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi))
+clamp_p.def_impl(checked_impl(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi),
+                              "ordered", (1, 0, 2)))
 
 
 @clamp_p.def_vjp(save_inputs=True)
