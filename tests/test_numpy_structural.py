@@ -189,7 +189,8 @@ def _(data):
     s = shape_(data, min_rank=1)
     k = data.draw(st.integers(1, len(s)))
     src = data.draw(st.permutations(range(len(s))))[:k]
-    dst = [d - len(s) * data.draw(st.booleans()) for d in data.draw(st.permutations(range(len(s))))[:k]]
+    dst = [d - len(s) * data.draw(st.booleans())
+           for d in data.draw(st.permutations(range(len(s))))[:k]]
     if k == 1 and data.draw(st.booleans()):
         src, dst = src[0], dst[0]
     return (lambda m, x: m.moveaxis(x, src, dst)), (arr(data, s),), (0,)
@@ -380,7 +381,8 @@ def _(data):
         shift, axis = data.draw(st.integers(-7, 7)), None
     else:
         axis = tuple(data.draw(st.lists(st.integers(-len(s), len(s) - 1), min_size=1, max_size=3)))
-        shift = tuple(data.draw(st.lists(st.integers(-7, 7), min_size=len(axis), max_size=len(axis))))
+        shift = tuple(data.draw(st.lists(st.integers(-7, 7), min_size=len(axis),
+                                         max_size=len(axis))))
         if data.draw(st.booleans()):
             shift = shift[0]
         if len(axis) == 1 and data.draw(st.booleans()):
@@ -404,8 +406,9 @@ def _(data):
                       for _ in range(nd))
     kwargs = {}
     if mode == "constant" and nd and data.draw(st.booleans()):
-        kwargs["constant_values"] = data.draw(st.floats(-3, 3)) if data.draw(st.booleans()) \
-            else tuple((data.draw(st.floats(-3, 3)), data.draw(st.floats(-3, 3))) for _ in range(nd))
+        value = st.floats(-3, 3)
+        kwargs["constant_values"] = data.draw(value) if data.draw(st.booleans()) \
+            else tuple((data.draw(value), data.draw(value)) for _ in range(nd))
     return (lambda m, x: m.pad(x, width, mode=mode, **kwargs)), (arr(data, s),), (0,)
 
 
@@ -939,7 +942,8 @@ def test_einsum_matches_numpy(case_: tuple, seed: int) -> None:
 
 @pytest.mark.parametrize("subscripts,shapes", [
     ("ij,jk->ik", [(2, 3), (3, 4)]), ("ii", [(3, 3)]), ("ii->i", [(3, 3)]),
-    ("iij->j", [(2, 2, 3)]), ("ijj,jk->ik", [(2, 3, 3), (3, 2)]), ("...ij,...jk", [(5, 2, 3), (3, 4)]),
+    ("iij->j", [(2, 2, 3)]), ("ijj,jk->ik", [(2, 3, 3), (3, 2)]),
+    ("...ij,...jk", [(5, 2, 3), (3, 4)]),
     ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,i", [(3,), (3,)]), ("i,j->ij", [(3,), (2,)]),
     ("ij->", [(2, 3)]), ("ba,ab", [(2, 3), (3, 2)]), ("Ab,bA", [(2, 3), (3, 2)]),
     ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]), ("ab,bc,ca->", [(2, 3), (3, 4), (4, 2)]),
@@ -1026,8 +1030,10 @@ def test_roll_with_traced_shift() -> None:
     for shift in (-7, -1, 0, 3, 12):
         t = fx.make_trace(lambda x, s: fnp.roll(x, s, axis=1))(x, np.array(shift))
         assert_matches(fx.eval_trace(t, x, np.array(shift))[0], np.roll(x, shift, axis=1))
-    g = fx.grad(lambda x: fnp.vdot(fnp.roll(x, np.array(2), axis=1), np.arange(10.0).reshape(2, 5)))(x)
-    np.testing.assert_array_equal(g, np.roll(np.arange(10.0).reshape(2, 5), -2, axis=1))
+    w = np.arange(10.0).reshape(2, 5)
+    out, f_vjp = fx.vjp(lambda x, s: fnp.roll(x, s, axis=1), x, np.array(2))  # s traced
+    assert_matches(out, np.roll(x, 2, axis=1))
+    np.testing.assert_array_equal(f_vjp(w)[0], np.roll(w, -2, axis=1))
 
 
 def test_pad_traced_constant_and_unsupported_mode() -> None:
@@ -1075,3 +1081,20 @@ def test_abstract_shape_arguments_raise_concretization_error() -> None:
     out, f_vjp = fx.vjp(lambda x, n: fnp.repeat(x, n), x, np.array(2))
     assert_matches(out, np.repeat(x, 2))
     np.testing.assert_array_equal(f_vjp(np.ones(12))[0], np.full((2, 3), 2.0))
+
+
+@pytest.mark.parametrize("name,args", [
+    ("reshape", ([1, 2, 3, 4], (2, 2))), ("stack", ([[1, 2], [3, 4]],)),
+    ("concatenate", ([[1.0], [2]],)), ("matmul", ([[1, 2]], [[3], [4]])),
+    ("expand_dims", (3.0, 0)), ("pad", ([1, 2], 1)), ("tile", (2.0, 3)),
+    ("roll", ([1, 2, 3], 1)), ("diag", ([1, 2],)), ("einsum", ("i,i", [1, 2], [3, 4])),
+    ("take", ([5, 6, 7], [2, 0])), ("transpose", ([[1, 2, 3]],)), ("kron", ([1, 2], [[1], [2]])),
+    ("outer", ([1, 2], 3)), ("atleast_2d", (1,)), ("broadcast_to", (1.5, (2, 2))),
+])
+def test_python_scalars_and_lists(name: str, args: tuple) -> None:
+    assert_matches(getattr(fnp, name)(*args), getattr(np, name)(*args))
+
+
+def test_getitem_on_lists_and_numpy_scalars() -> None:
+    assert_matches(fnp.getitem([[1, 2], [3, 4]], (1, [0, 0])), np.array([3, 3]))
+    assert_matches(fnp.getitem(np.arange(6), np.int32(4)), np.asarray(4))

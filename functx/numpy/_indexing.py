@@ -45,9 +45,11 @@ from functx.numpy._shape import (
     ravel,
     reshape,
     num_elements,
+    on_device_of,
     take_flat,
     to_host,
     unchanged,
+    zero_index,
 )
 from functx.primitives import elementwise as _ew
 from functx.primitives import indexing as _ix
@@ -232,12 +234,9 @@ def _expand(x: Any, entries: list) -> list[tuple[str, Any, int | None]]:
 
 def _wrap(t: Any, n: int, clamp: bool) -> Any:
     """A traced integer index as int64, negative values counted from the end (n + i)."""
-    t = astype(t, np.int64)
-    size = np.asarray(n, np.int64)
-    t = _ew.select(_ew.lt(t, np.asarray(0, np.int64)), _ew.add(t, size), t)
-    if clamp:
-        t = _ew.clamp(np.asarray(0, np.int64), t, np.asarray(builtins.max(n - 1, 0), np.int64))
-    return t
+    t = astype(t, np.int64)  # Python ints below are int64 scalars without a device
+    t = _ew.select(_ew.lt(t, 0), _ew.add(t, n), t)
+    return _ew.clamp(0, t, builtins.max(n - 1, 0)) if clamp else t
 
 
 def _check_static(i: Any, n: int, axis: int) -> np.ndarray:
@@ -286,8 +285,7 @@ def _scalar_index(y: Any, expanded: list) -> Any:
     """Drop the axes indexed by (static or traced) integer scalars."""
     taxes = [ax for k, _, ax in expanded if k == "tint"]
     if taxes:
-        zero = np.asarray(0, np.int64)
-        starts = [zero] * len(y.shape)
+        starts = [zero_index(y)] * len(y.shape)
         sizes = list(y.shape)
         for k, v, ax in expanded:
             if k == "tint":
@@ -319,9 +317,10 @@ def _array_index(y: Any, expanded: list, tokens: list, entries: list) -> Any:
             static_part = static_part + _check_static(v, n, ax) * s
         else:
             t = _wrap(v, n, clamp=len(adv) > 1)
-            t = t if s == 1 else _ew.mul(t, np.asarray(s, np.int64))
+            t = t if s == 1 else _ew.mul(t, s)
             flat = t if flat is None else _ew.add(flat, t)
     if static_part.shape or static_part != 0 or flat is None:
+        static_part = on_device_of(y, static_part)
         flat = static_part if flat is None else _ew.add(flat, static_part)
     if tuple(flat.shape) != bshape:
         flat = broadcast_to(flat, bshape)
@@ -441,8 +440,8 @@ class _IndexUpdateRef:
         if np_index is not None:
             pos = _flat_positions(tuple(x.shape), np_index)
         else:
-            size = int(np.prod(x.shape, dtype=np.int64))
-            pos = getitem(np.arange(size, dtype=np.int64).reshape(x.shape), self._idx)
+            ids = np.arange(num_elements(x), dtype=np.int64).reshape(x.shape)
+            pos = getitem(on_device_of(x, ids), self._idx)
         v = as_array(values)
         v = astype(v, x.dtype) if v.dtype != x.dtype else v
         target = tuple(pos.shape)
@@ -454,17 +453,17 @@ class _IndexUpdateRef:
     def _apply(self, values: Any, scatter: Any) -> Any:
         pos, v = self._positions_and_values(values)
         x = self._x
-        return _p.reshape(scatter(_p.reshape(x, (num_elements(x),)), pos, v, axis=0), tuple(x.shape))
+        pos = on_device_of(x, pos) if isinstance(pos, np.ndarray) else pos
+        flat = scatter(_p.reshape(x, (num_elements(x),)), pos, v, axis=0)
+        return _p.reshape(flat, tuple(x.shape))
 
     def _combine(self, values: Any, op: Any) -> Any:
         pos, v = self._positions_and_values(values)
         x = self._x
         flat = _p.reshape(x, (num_elements(x),))
-        if is_tracer(pos):
-            layers = [(pos, v)]
-        else:
-            layers = _duplicate_layers(pos, v)
+        layers = [(pos, v)] if is_tracer(pos) else _duplicate_layers(pos, v)
         for p, u in layers:
+            p = on_device_of(x, p) if isinstance(p, np.ndarray) else p
             flat = _ix.scatter(flat, p, op(_ix.gather(flat, p, axis=0), u), axis=0)
         return _p.reshape(flat, tuple(x.shape))
 
@@ -488,7 +487,7 @@ def _duplicate_layers(pos: np.ndarray, v: Any) -> list[tuple[np.ndarray, Any]]:
     out = []
     for j in range(int(rank.max()) + 1):
         sel = np.nonzero(rank == j)[0]
-        out.append((flat[sel], _ix.gather(vflat, sel, axis=0)))
+        out.append((flat[sel], _ix.gather(vflat, on_device_of(v, sel), axis=0)))
     return out
 
 
@@ -524,7 +523,7 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
         if idx.dtype.kind not in "iu":
             raise IndexError(f"functx.numpy.take: indices must be integers, got {idx.aval}.")
         if mode == "wrap":
-            idx = _ew.rem(astype(idx, np.int64), np.asarray(builtins.max(n, 1), np.int64))
+            idx = _ew.rem(astype(idx, np.int64), builtins.max(n, 1))
         elif mode == "raise":
             idx = _wrap(idx, n, clamp=False)
         return _ix.gather(a, idx, axis=ax)
@@ -538,7 +537,7 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
         idx = np.clip(idx, 0, builtins.max(n - 1, 0))
     else:
         idx = _check_static(idx, n, ax)
-    return _ix.gather(a, idx, axis=ax)
+    return _ix.gather(a, on_device_of(a, idx), axis=ax)
 
 
 def take_along_axis(arr: Any, indices: Any, axis: int | None = -1) -> Any:

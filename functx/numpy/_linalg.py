@@ -31,6 +31,7 @@ from functx.numpy._shape import (
     broadcast_to,
     moveaxis,
     norm_axes,
+    on_device_of,
     ravel,
     reshape,
     transpose,
@@ -57,7 +58,7 @@ def _contract(a: Any, b: Any, contracting: tuple, batch: tuple = ((), ())) -> An
     """``dot_general``; booleans go through int64 and come back as ``!= 0`` (NumPy's result)."""
     if a.dtype == np.bool_:
         out = _contract(astype(a, np.int64), astype(b, np.int64), contracting, batch)
-        return _ew.ne(out, np.zeros((), np.int64))
+        return _ew.ne(out, 0)
     return _la.dot_general(a, b, dimension_numbers=(contracting, batch))
 
 
@@ -270,7 +271,7 @@ def _take_diagonals(x: Any, labels: list[str]) -> tuple[Any, list[str]]:
         rest = tuple(x.shape[:-len(axes)])
         x = _p.reshape(x, rest + (n ** len(axes),))
         step = builtins.sum(n ** j for j in range(len(axes)))
-        x = _ix.gather(x, np.arange(n, dtype=np.int64) * step, axis=len(rest))
+        x = _ix.gather(x, on_device_of(x, np.arange(n, dtype=np.int64) * step), axis=len(rest))
         labels = [l for l in labels if l != c] + [c]
     return x, labels
 

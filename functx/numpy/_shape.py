@@ -126,6 +126,24 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def on_device_of(like: Any, host: np.ndarray) -> Any:
+    """A host constant (index array, mask, fill value) on the device ``like`` lives on.
+
+    Under an abstract trace the device is not known and the constant stays a NumPy array.
+    """
+    xp = _p.array_module(like)
+    return host if xp is np else xp.asarray(host)
+
+
+def zero_index(like: Any) -> Any:
+    """A 0-d int64 zero on ``like``'s device: a fixed start index for dynamic_slice.
+
+    (An array rather than a Python int: grad's backward pass gives Python-int literals the
+    dtype of the equation's first operand, which is wrong for start indices.)
+    """
+    return on_device_of(like, np.zeros((), np.int64))
+
+
 def num_elements(x: Any) -> int:
     """The number of elements of an array or tracer (a static int)."""
     return int(np.prod(x.shape, dtype=np.int64))
@@ -133,6 +151,8 @@ def num_elements(x: Any) -> int:
 
 def take_flat(x: Any, positions: Any) -> Any:
     """``x.ravel()[positions]`` with a static or traced integer array of flat positions."""
+    if isinstance(positions, np.ndarray):
+        positions = on_device_of(x, positions)
     return _ix.gather(_p.reshape(x, (num_elements(x),)), positions, axis=0)
 
 
@@ -185,8 +205,9 @@ def _infer_shape(newshape: Any, size_: int, ashape: tuple) -> tuple[int, ...]:
         else:
             dims[unknown[0]] = size_ // known
     if bad or int(np.prod(dims, dtype=np.int64)) != size_:
+        wanted = tuple(newshape) if isinstance(newshape, (tuple, list)) else newshape
         raise ShapeError(f"functx.numpy.reshape: cannot reshape an array of shape {ashape} "
-                         f"(size {size_}) into shape {tuple(newshape) if isinstance(newshape, (tuple, list)) else newshape}; "
+                         f"(size {size_}) into shape {wanted}; "
                          "the sizes must multiply to the same number, with at most one -1.")
     return tuple(dims)
 
@@ -354,7 +375,7 @@ def atleast_2d(*arys: Any) -> Any:
 
 
 def atleast_3d(*arys: Any) -> Any:
-    """Each input with at least three axes (``(N,)`` -> ``(1, N, 1)``, ``(M, N)`` -> ``(M, N, 1)``)."""
+    """Each input with at least three axes: (N,) -> (1, N, 1), (M, N) -> (M, N, 1)."""
     return _atleast(arys, 3)
 
 
@@ -537,7 +558,7 @@ def repeat(a: Any, repeats: Any, axis: int | None = None) -> Any:
     if reps.shape != (n,):
         raise ShapeError(f"functx.numpy.repeat: repeats of shape {reps.shape} cannot be "
                          f"broadcast to the {n} elements along axis {ax}.")
-    return _ix.gather(a, np.repeat(np.arange(n), reps), axis=ax)
+    return _ix.gather(a, on_device_of(a, np.repeat(np.arange(n), reps)), axis=ax)
 
 
 def flip(m: Any, axis: Any = None) -> Any:
@@ -569,8 +590,8 @@ def _roll_dynamic(a: Any, shift: Any, ax: int) -> Any:
     if shift.dtype.kind not in "iu":
         raise TypeError(f"functx.numpy.roll: shift must be an integer, got {shift.aval}.")
     s = astype(shift, np.int64)
-    start = _ew.rem(_ew.neg(s), np.asarray(n, np.int64))
-    starts = [np.asarray(0, np.int64)] * len(a.shape)
+    start = _ew.rem(_ew.neg(s), n)
+    starts = [zero_index(a)] * len(a.shape)
     starts[ax] = start
     return _p.dynamic_slice(_p.concatenate([a, a], ax), starts, tuple(a.shape))
 
@@ -585,16 +606,18 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Any:
     a = as_array(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), tuple(a.shape))
-    axes = [norm_axis(ax, len(a.shape), "roll") for ax in np.atleast_1d(static_ints(axis, "roll's axis"))]
+    axes = [norm_axis(ax, len(a.shape), "roll")
+            for ax in np.atleast_1d(static_ints(axis, "roll's axis")).tolist()]
     if is_tracer(shift):
         shifts = [shift] if not shift.shape else \
             [_p.reshape(_p.slice(shift, (i,), (i + 1,)), ()) for i in range(shift.shape[0])]
-        if len(shift.shape) > 1 or (len(shifts) != len(axes) and 1 not in (len(shifts), len(axes))):
+        if len(shift.shape) > 1 or 1 not in (len(shifts), len(axes)) and \
+                len(shifts) != len(axes):
             raise ShapeError(f"functx.numpy.roll: shift {shift.aval} and axis {axis} do not "
                              "broadcast against each other.")
-        pairs = list(zip(shifts * len(axes), axes) if len(shifts) == 1 else
-                     zip(shifts, axes * len(shifts)))
-        for s, ax in pairs:
+        shifts = shifts * len(axes) if len(shifts) == 1 else shifts
+        axes = axes * len(shifts) if len(axes) == 1 else axes
+        for s, ax in zip(shifts, axes):
             if a.shape[ax]:
                 a = _roll_dynamic(a, s, ax)
         return unchanged(a)
@@ -666,7 +689,8 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> An
                 if width:
                     cfg = [(0, 0, 0)] * nd
                     cfg[ax] = (int(width), 0, 0) if side == 0 else (0, int(width), 0)
-                    a = _p.pad(a, np.asarray(values[ax, side]).astype(a.dtype), tuple(cfg))
+                    fill = on_device_of(a, np.asarray(values[ax, side]).astype(a.dtype))
+                    a = _p.pad(a, fill, tuple(cfg))
         return unchanged(a)
     if mode not in _INDEX_MODES:
         raise NotImplementedError(
@@ -681,7 +705,8 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> An
             if a.shape[ax] == 0:
                 raise ValueError(f"functx.numpy.pad: can't extend empty axis {ax} using "
                                  f"modes other than 'constant' or 'empty'.")
-            a = _ix.gather(a, np.pad(np.arange(a.shape[ax]), (lo, hi), mode=mode), axis=ax)
+            src = np.pad(np.arange(a.shape[ax]), (lo, hi), mode=mode)
+            a = _ix.gather(a, on_device_of(a, src), axis=ax)
     return unchanged(a)
 
 
@@ -698,7 +723,7 @@ def _tri_select(m: Any, k: int, lower: bool, name: str) -> Any:
     mask = np.tri(rows, cols, k if lower else k - 1, dtype=bool)
     if not lower:
         mask = ~mask
-    return _ew.select(mask, m, np.zeros((), m.dtype))
+    return _ew.select(on_device_of(m, mask), m, on_device_of(m, np.zeros((), m.dtype)))
 
 
 def tril(m: Any, k: int = 0) -> Any:
@@ -736,7 +761,8 @@ def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     b = moveaxis(a, (i, j), (-2, -1))
     n, m = b.shape[-2:]
     flat = _p.reshape(b, tuple(b.shape[:-2]) + (n * m,))
-    return _ix.gather(flat, _diag_positions(n, m, operator.index(offset)), axis=nd - 2)
+    positions = on_device_of(a, _diag_positions(n, m, operator.index(offset)))
+    return _ix.gather(flat, positions, axis=nd - 2)
 
 
 def diag(v: Any, k: int = 0) -> Any:
@@ -748,8 +774,9 @@ def diag(v: Any, k: int = 0) -> Any:
     if len(v.shape) != 1:
         raise ValueError("functx.numpy.diag: Input must be 1- or 2-d.")
     n = v.shape[0] + builtins.abs(k)
-    zeros = np.zeros(n * n, v.dtype)
-    return _p.reshape(_ix.scatter(zeros, _diag_positions(n, n, k), v, axis=0), (n, n))
+    zeros = on_device_of(v, np.zeros(n * n, v.dtype))
+    positions = on_device_of(v, _diag_positions(n, n, k))
+    return _p.reshape(_ix.scatter(zeros, positions, v, axis=0), (n, n))
 
 
 def trace(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: Any = None,
