@@ -139,8 +139,11 @@ def binary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = Non
 
 
 def unbroadcast(ct: Any, aval: Any) -> Any:
-    """Sum a cotangent of a broadcast result back to an operand's shape (and no further)."""
-    shape = tuple(aval.shape)
+    """Sum a cotangent of a broadcast result back to an operand's shape (and no further).
+
+    ``aval`` is the operand's abstract value or value (a Python scalar has shape ()).
+    """
+    shape = tuple(getattr(aval, "shape", ()))
     if tuple(ct.shape) == shape:
         return ct
     lead = len(ct.shape) - len(shape)

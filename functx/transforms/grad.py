@@ -31,6 +31,11 @@ def _zeros(aval: Any, like: Any) -> Any:
     return backend.xp.zeros(aval.shape, aval.dtype)
 
 
+def _is_float(aval: Any) -> bool:
+    """Whether values of this type carry cotangents (integers and booleans do not)."""
+    return aval.dtype.kind in "fc" or aval.dtype.name == "bfloat16"
+
+
 def _read_only(x: Any, owned: Sequence[Any] = ()) -> Any:
     """``x`` as a read-only array that aliases none of the user's ``owned`` arrays."""
     if type(x) is np.ndarray:
@@ -78,17 +83,6 @@ def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
     return frees
 
 
-def _literal_value(a: Literal, eqn: Any) -> Any:
-    """A literal's value as an array; a Python scalar takes the dtype it had in ``eqn``
-    (that of the first strongly typed operand, as the primitive's shape rule promotes it)."""
-    v = a.value
-    if type(v) in (bool, int, float, complex):
-        like = next((b.aval.dtype for b in eqn.inputs if not b.aval.weak_type),
-                    a.aval.dtype)
-        v = np.asarray(v, dtype=like)
-    return v
-
-
 def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
     """Call ``eqn``'s VJP rule with the residuals it declared (abstract values elsewhere)."""
     prim = eqn.prim
@@ -102,7 +96,7 @@ def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
     saved = prim.save_inputs
     for j in (saved if type(saved) is tuple else prim.saved_input_indices(len(inputs))):
         a = inputs[j]
-        ins[j] = _literal_value(a, eqn) if type(a) is Literal else residuals[a]
+        ins[j] = a.value if type(a) is Literal else residuals[a]
     if prim.multiple_results:
         out = [residuals[v] if prim.save_output else v.aval for v in eqn.outputs]
     else:
@@ -133,7 +127,7 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
         frees = residual_frees(trace)
     cts: dict[Var, Any] = {}
     for v, ct in zip(trace.outputs, out_cts):
-        if type(v) is Var and ct is not None:
+        if type(v) is Var and ct is not None and _is_float(v.aval):
             cts[v] = add(cts[v], ct) if v in cts else ct
     consts = set(trace.const_vars)
     eqns = trace.eqns
@@ -155,7 +149,7 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
             for a, c in zip(eqn.inputs, in_cts):
                 if c is None or type(a) is not Var or a in consts:
                     continue
-                if a.aval.dtype.kind not in "fcV" and a.aval.dtype.name != "bfloat16":
+                if not _is_float(a.aval):
                     continue
                 cts[a] = add(cts[a], c) if a in cts else c
         for v in frees[i]:
