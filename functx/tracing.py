@@ -12,6 +12,13 @@ There are two kinds of builder:
 * a *concrete* builder (``grad``, ``vjp``) also computes each value as it records it, so
   Python control flow on values works, and keeps exactly the residuals that each
   primitive's VJP rule declares (other intermediates are freed as the user's code drops them).
+
+Eager binds and concrete tracing run a primitive's implementation directly, without its
+abstract-eval rule: that is the hot path of eager ``grad``. ``functx.numpy`` validates and
+promotes arguments before it binds, so this only matters for code that binds primitives
+itself; when an implementation fails, the error is explained with the shape rule. Setting
+``functx.tracing.CHECK_EAGER = True`` checks every eager bind against its shape rule (the
+test suite runs that way). Abstract tracing always checks shapes and dtypes at trace time.
 """
 from __future__ import annotations
 

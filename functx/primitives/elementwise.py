@@ -96,37 +96,11 @@ def make_binary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> 
     return rule
 
 
-class RejectedDTypes(TypeError):
-    """Raised by an implementation for operands its abstract-eval rule rejects; eager mode
-    then re-raises the rule's own DTypeError (see functx.tracing._explain_eager_failure)."""
-
-
-def checked_impl(impl: Callable, accepts: str = "any",
-                 same_dtype: tuple[int, ...] = ()) -> Callable:
-    """``impl`` refusing, at run time too, the dtypes the abstract-eval rule refuses.
-
-    Eager mode and concrete tracing (grad) run implementations without the abstract-eval
-    rule, and NumPy would silently upcast mixed dtypes or turn integers into floats; this
-    check keeps eager results to the types the rules promise. ``same_dtype`` lists the
-    operands that must share the first one's dtype; ``accepts`` is its dtype class.
-    """
-    ok = None if accepts == "any" else DTYPE_CLASSES[accepts][0]
-
-    def run(xp: Any, *args: Any, **params: Any) -> Any:
-        dt = _dtype_of(args[same_dtype[0] if same_dtype else 0])
-        if (ok is not None and not ok(dt)) or any(_dtype_of(args[i]) != dt
-                                                  for i in same_dtype[1:]):
-            raise RejectedDTypes("operand dtypes rejected by the abstract-eval rule")
-        return impl(xp, *args, **params)
-    run.__doc__ = impl.__doc__
-    return run
-
-
 def unary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = None) -> Primitive:
     """A new elementwise unary primitive with the same-shape rule and a generic impl."""
     p = Primitive(name)
     p.def_abstract_eval(make_unary_aval(name, accepts, out_dtype))
-    p.def_impl(impl if accepts == "any" else checked_impl(impl, accepts))
+    p.def_impl(impl)
     return p
 
 
@@ -134,7 +108,7 @@ def binary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = Non
     """A new broadcasting binary primitive with a generic impl."""
     p = Primitive(name)
     p.def_abstract_eval(make_binary_aval(name, accepts, out_dtype))
-    p.def_impl(checked_impl(impl, accepts, (0, 1)))
+    p.def_impl(impl)
     return p
 
 
@@ -331,8 +305,7 @@ def _integer_pow_aval(x: AbstractArray, *, y: int) -> AbstractArray:
 
 # xp.power with an exponent of x's own dtype: exact for integers (wrapping as NumPy does),
 # and one correctly-rounded-ish libm pow for floating point (better than repeated products).
-integer_pow_p.def_impl(checked_impl(lambda xp, x, *, y: xp.power(x, _dtype_of(x).type(y)),
-                                    "number"))
+integer_pow_p.def_impl(lambda xp, x, *, y: xp.power(x, _dtype_of(x).type(y)))
 
 
 @integer_pow_p.def_vjp(save_inputs=(0,))
@@ -832,11 +805,11 @@ def _select_aval(pred: AbstractArray, on_true: AbstractArray,
 
 def _select_impl(xp, pred, on_true, on_false):
     if _dtype_of(pred) != np.bool_:
-        raise RejectedDTypes("select needs a bool predicate")
+        raise TypeError("select needs a bool predicate")  # explained by the shape rule
     return xp.where(pred, on_true, on_false)
 
 
-select_p.def_impl(checked_impl(_select_impl, "any", (1, 2)))
+select_p.def_impl(_select_impl)
 
 
 @select_p.def_vjp(save_inputs=(0,))
@@ -869,8 +842,7 @@ def _clamp_aval(lo: AbstractArray, x: AbstractArray, hi: AbstractArray) -> Abstr
     return AbstractArray(shape, dtype, lo.weak_type and x.weak_type and hi.weak_type)
 
 
-clamp_p.def_impl(checked_impl(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi),
-                              "ordered", (1, 0, 2)))
+clamp_p.def_impl(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi))
 
 
 @clamp_p.def_vjp(save_inputs=True)
