@@ -49,7 +49,6 @@ from functx.numpy._shape import (
     take_flat,
     to_host,
     unchanged,
-    zero_index,
 )
 from functx.primitives import elementwise as _ew
 from functx.primitives import indexing as _ix
@@ -285,7 +284,7 @@ def _scalar_index(y: Any, expanded: list) -> Any:
     """Drop the axes indexed by (static or traced) integer scalars."""
     taxes = [ax for k, _, ax in expanded if k == "tint"]
     if taxes:
-        starts = [zero_index(y)] * len(y.shape)
+        starts: list = [0] * len(y.shape)  # Python ints: device-free scalars
         sizes = list(y.shape)
         for k, v, ax in expanded:
             if k == "tint":

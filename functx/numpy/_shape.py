@@ -135,15 +135,6 @@ def on_device_of(like: Any, host: np.ndarray) -> Any:
     return host if xp is np else xp.asarray(host)
 
 
-def zero_index(like: Any) -> Any:
-    """A 0-d int64 zero on ``like``'s device: a fixed start index for dynamic_slice.
-
-    (An array rather than a Python int: grad's backward pass gives Python-int literals the
-    dtype of the equation's first operand, which is wrong for start indices.)
-    """
-    return on_device_of(like, np.zeros((), np.int64))
-
-
 def num_elements(x: Any) -> int:
     """The number of elements of an array or tracer (a static int)."""
     return int(np.prod(x.shape, dtype=np.int64))
@@ -591,7 +582,7 @@ def _roll_dynamic(a: Any, shift: Any, ax: int) -> Any:
         raise TypeError(f"functx.numpy.roll: shift must be an integer, got {shift.aval}.")
     s = astype(shift, np.int64)
     start = _ew.rem(_ew.neg(s), n)
-    starts = [zero_index(a)] * len(a.shape)
+    starts: list = [0] * len(a.shape)  # Python ints: device-free scalars
     starts[ax] = start
     return _p.dynamic_slice(_p.concatenate([a, a], ax), starts, tuple(a.shape))
 
