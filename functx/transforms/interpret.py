@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
+from functx.backends import finalize_cpu
 from functx.errors import FunctxError
 from functx.ir import Literal, Trace, Var
 from functx.tracing import bind
@@ -59,4 +62,6 @@ def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None) ->
             env[eqn.outputs[0]] = out
         for v in dying:
             del env[v]
-    return [a.value if type(a) is Literal else env[a] for a in trace.outputs]
+    outs = [a.value if type(a) is Literal else env[a] for a in trace.outputs]
+    # An output that is an input is returned as a read-only view, never the user's array.
+    return [finalize_cpu(o, args) if type(o) is np.ndarray else o for o in outs]
