@@ -40,7 +40,8 @@ class Primitive:
     """One operation of the IR with all of its rules. See the module docstring."""
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
-                 "save_inputs", "save_output", "jvp", "batch", "_impl_cache", "__weakref__")
+                 "save_inputs", "save_output", "vjp_selective", "jvp", "batch", "_impl_cache",
+                 "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
                  registry: "Registry | None" = None) -> None:
@@ -56,6 +57,7 @@ class Primitive:
         self.vjp: Callable | None = None
         self.save_inputs: tuple[int, ...] | bool = ()
         self.save_output = False
+        self.vjp_selective = False
         self.jvp: Callable | None = None
         self.batch: Callable | None = None
         self._impl_cache: dict[str, Callable] = {}
@@ -76,8 +78,8 @@ class Primitive:
         self._impl_cache.clear()
         return fn
 
-    def def_vjp(self, fn: Callable | None = None, *, save_inputs: Iterable[int] | bool = (),
-                save_output: bool = False) -> Any:
+    def def_vjp(self, fn: Callable | None = None, *, save_inputs: Iterable[int] | bool | slice = (),
+                save_output: bool = False, selective: bool = False) -> Any:
         """Register the VJP rule and the residuals it needs.
 
         Args:
@@ -86,14 +88,18 @@ class Primitive:
                 (all), or a slice such as ``slice(1, None)`` (all but the first; for
                 variadic primitives).
             save_output: whether the rule reads the output value(s).
+            selective: the rule takes ``needs=`` (one bool per input) and may skip the
+                cotangents of inputs that need none (constants, data): worth it where a
+                cotangent costs real work, as in ``dot_general``.
         """
         if fn is None:
             return functools.partial(self.def_vjp, save_inputs=save_inputs,
-                                     save_output=save_output)
+                                     save_output=save_output, selective=selective)
         self.vjp = fn
         self.save_inputs = (save_inputs if isinstance(save_inputs, (bool, slice))
                             else tuple(save_inputs))
         self.save_output = bool(save_output)
+        self.vjp_selective = selective
         return fn
 
     def def_zero_vjp(self) -> None:

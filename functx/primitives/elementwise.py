@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import builtins
 import decimal
-import functools
 import math
 import operator
 from typing import Any, Callable
@@ -127,20 +126,6 @@ def unbroadcast(ct: Any, aval: Any) -> Any:
     return _shape.reshape(summed, shape) if tuple(summed.shape) != shape else summed
 
 
-def float_vjp(rule: Callable) -> Callable:
-    """A VJP rule that gives no cotangents where the output is not floating-point.
-
-    Integer and bool results carry no gradient, but the backward pass may still hand them
-    a cotangent (of their own dtype); rules of primitives accepting integers use this.
-    """
-    @functools.wraps(rule)
-    def wrapped(ct: Any, ins: tuple, out: Any, **params: Any) -> tuple:
-        if not is_float(ct):
-            return (None,) * len(ins)
-        return rule(ct, ins, out, **params)
-    return wrapped
-
-
 def scalar(like: Any, value: Any) -> Any:
     """A 0-d constant ``value`` of ``like``'s dtype on ``like``'s device (for VJP rules)."""
     return _shape.constant(like, value, (), like.dtype)
@@ -159,7 +144,7 @@ def _dtype_of(x: Any) -> np.dtype:
 # -- arithmetic ------------------------------------------------------------------------------
 
 neg_p = unary("neg", lambda xp, x: xp.negative(x), "number")
-neg_p.def_vjp(float_vjp(lambda ct, ins, out: (neg(ct),)))
+neg_p.def_vjp(lambda ct, ins, out: (neg(ct),))
 
 
 def neg(x: Any) -> Any:
@@ -168,7 +153,7 @@ def neg(x: Any) -> Any:
 
 
 abs_p = unary("abs", lambda xp, x: xp.abs(x), "ordered")
-abs_p.def_vjp(float_vjp(lambda ct, ins, out: (mul(ct, sign(ins[0])),)), save_inputs=(0,))
+abs_p.def_vjp(lambda ct, ins, out: (mul(ct, sign(ins[0])),), save_inputs=(0,))
 
 
 def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
@@ -186,8 +171,9 @@ def sign(x: Any) -> Any:
 
 
 add_p = binary("add", lambda xp, x, y: xp.add(x, y))
-add_p.def_vjp(float_vjp(lambda ct, ins, out: (unbroadcast(ct, ins[0]),
-                                                unbroadcast(ct, ins[1]))))
+add_p.def_vjp(lambda ct, ins, out, needs: (
+    unbroadcast(ct, ins[0]) if needs[0] else None,
+    unbroadcast(ct, ins[1]) if needs[1] else None), selective=True)
 
 
 def add(x: Any, y: Any) -> Any:
@@ -196,8 +182,9 @@ def add(x: Any, y: Any) -> Any:
 
 
 sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), "number")
-sub_p.def_vjp(float_vjp(lambda ct, ins, out: (unbroadcast(ct, ins[0]),
-                                                unbroadcast(neg(ct), ins[1]))))
+sub_p.def_vjp(lambda ct, ins, out, needs: (
+    unbroadcast(ct, ins[0]) if needs[0] else None,
+    unbroadcast(neg(ct), ins[1]) if needs[1] else None), selective=True)
 
 
 def sub(x: Any, y: Any) -> Any:
@@ -208,11 +195,11 @@ def sub(x: Any, y: Any) -> Any:
 mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y))
 
 
-@mul_p.def_vjp(save_inputs=(0, 1))
-@float_vjp
-def _mul_vjp(ct, ins, out):
+@mul_p.def_vjp(save_inputs=(0, 1), selective=True)
+def _mul_vjp(ct, ins, out, needs):
     x, y = ins
-    return unbroadcast(mul(ct, y), x), unbroadcast(mul(ct, x), y)
+    return (unbroadcast(mul(ct, y), x) if needs[0] else None,
+            unbroadcast(mul(ct, x), y) if needs[1] else None)
 
 
 def mul(x: Any, y: Any) -> Any:
@@ -229,11 +216,11 @@ def _div_impl(xp, x, y):
 div_p = binary("div", _div_impl, "number")
 
 
-@div_p.def_vjp(save_inputs=(1,), save_output=True)
-@float_vjp
-def _div_vjp(ct, ins, out):
+@div_p.def_vjp(save_inputs=(1,), save_output=True, selective=True)
+def _div_vjp(ct, ins, out, needs):
     ct_x = div(ct, ins[1])
-    return unbroadcast(ct_x, ins[0]), unbroadcast(neg(mul(ct_x, out)), ins[1])
+    return (unbroadcast(ct_x, ins[0]) if needs[0] else None,
+            unbroadcast(neg(mul(ct_x, out)), ins[1]) if needs[1] else None)
 
 
 def div(x: Any, y: Any) -> Any:
@@ -246,7 +233,6 @@ rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), "real")
 
 
 @rem_p.def_vjp(save_inputs=(0, 1))
-@float_vjp
 def _rem_vjp(ct, ins, out):
     # rem(x, y) = x - floor(x / y) * y, piecewise linear in both operands.
     x, y = ins
@@ -309,7 +295,6 @@ integer_pow_p.def_impl(lambda xp, x, *, y: xp.power(x, _dtype_of(x).type(y)))
 
 
 @integer_pow_p.def_vjp(save_inputs=(0,))
-@float_vjp
 def _integer_pow_vjp(ct, ins, out, *, y):
     if y == 0:
         return (None,)
@@ -342,7 +327,7 @@ def _make_minmax_vjp(wins: Callable) -> Callable:
 
 
 max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), "ordered")
-max_p.def_vjp(float_vjp(_make_minmax_vjp(lambda a, b: gt(a, b))), save_inputs=(0, 1))
+max_p.def_vjp(_make_minmax_vjp(lambda a, b: gt(a, b)), save_inputs=(0, 1))
 
 
 def max(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
@@ -352,7 +337,7 @@ def max(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
 
 
 min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), "ordered")
-min_p.def_vjp(float_vjp(_make_minmax_vjp(lambda a, b: lt(a, b))), save_inputs=(0, 1))
+min_p.def_vjp(_make_minmax_vjp(lambda a, b: lt(a, b)), save_inputs=(0, 1))
 
 
 def min(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
@@ -813,7 +798,6 @@ select_p.def_impl(_select_impl)
 
 
 @select_p.def_vjp(save_inputs=(0,))
-@float_vjp
 def _select_vjp(ct, ins, out):
     pred, on_true, on_false = ins
     zero = scalar(ct, 0)
@@ -846,7 +830,6 @@ clamp_p.def_impl(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi))
 
 
 @clamp_p.def_vjp(save_inputs=True)
-@float_vjp
 def _clamp_vjp(ct, ins, out):
     lo, x, hi = ins
     zero = scalar(ct, 0)

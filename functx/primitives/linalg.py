@@ -74,8 +74,8 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
     return xp.reshape(xp.matmul(x3, y3), out_shape)
 
 
-@dot_general_p.def_vjp(save_inputs=(0, 1))
-def _dot_general_vjp(ct, ins, out, *, dimension_numbers):
+@dot_general_p.def_vjp(save_inputs=(0, 1), selective=True)
+def _dot_general_vjp(ct, ins, out, *, dimension_numbers, needs=(True, True)):
     # Both cotangents are dot_generals of ct with the other operand (so the rule is
     # differentiable to any order), followed by a transpose into the operand's layout. The
     # operand order is chosen so that the plain matrix product needs no transpose:
@@ -87,14 +87,18 @@ def _dot_general_vjp(ct, ins, out, *, dimension_numbers):
     ct_b = tuple(range(nb))
     ct_xk = tuple(range(nb, nb + nxk))
     ct_yk = tuple(range(nb + nxk, nb + nxk + len(yk)))
-    # x: the result holds x's batch, x's free axes, then y's contracting axes in y's order.
-    ct_x = dot_general(ct, y, dimension_numbers=((ct_yk, yk), (ct_b, yb)))
-    x_layout = xb + xk + tuple(xc[j] for j in np.argsort(yc))
-    # y: the result holds y's batch, x's contracting axes in x's order, then y's free axes.
-    ct_y = dot_general(x, ct, dimension_numbers=((xk, ct_xk), (xb, ct_b)))
-    y_layout = yb + tuple(yc[j] for j in np.argsort(xc)) + yk
-    return (_shape.transpose_if_needed(ct_x, tuple(np.argsort(x_layout).tolist())),
-            _shape.transpose_if_needed(ct_y, tuple(np.argsort(y_layout).tolist())))
+    ct_x = ct_y = None
+    if needs[0]:
+        # The result holds x's batch, x's free axes, then y's contracting axes in y's order.
+        ct_x = dot_general(ct, y, dimension_numbers=((ct_yk, yk), (ct_b, yb)))
+        x_layout = xb + xk + tuple(xc[j] for j in np.argsort(yc))
+        ct_x = _shape.transpose_if_needed(ct_x, tuple(np.argsort(x_layout).tolist()))
+    if needs[1]:
+        # The result holds y's batch, x's contracting axes in x's order, then y's free axes.
+        ct_y = dot_general(x, ct, dimension_numbers=((xk, ct_xk), (xb, ct_b)))
+        y_layout = yb + tuple(yc[j] for j in np.argsort(xc)) + yk
+        ct_y = _shape.transpose_if_needed(ct_y, tuple(np.argsort(y_layout).tolist()))
+    return ct_x, ct_y
 
 
 def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:

@@ -83,8 +83,9 @@ def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
     return frees
 
 
-def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
-    """Call ``eqn``'s VJP rule with the residuals it declared (abstract values elsewhere)."""
+def _apply_vjp(eqn: Any, ct: Any, residuals: dict, consts: set) -> tuple:
+    """Call ``eqn``'s VJP rule with the residuals it declared (abstract values elsewhere);
+    a selective rule also learns which inputs need a cotangent (not ``consts``)."""
     prim = eqn.prim
     if prim.vjp is None:
         raise MissingRuleError(
@@ -101,6 +102,9 @@ def _apply_vjp(eqn: Any, ct: Any, residuals: dict) -> tuple:
         out = [residuals[v] if prim.save_output else v.aval for v in eqn.outputs]
     else:
         out = residuals[eqn.outputs[0]] if prim.save_output else eqn.outputs[0].aval
+    if prim.vjp_selective:
+        needs = tuple(type(a) is Var and a not in consts and _is_float(a.aval) for a in inputs)
+        return prim.vjp(ct, tuple(ins), out, needs=needs, **eqn.params)
     return prim.vjp(ct, tuple(ins), out, **eqn.params)
 
 
@@ -145,7 +149,7 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
             ct = cts.pop(eqn.outputs[0], None)
             live = ct is not None
         if live and not prim.has_zero_vjp and (prim.vjp is not None or _reaches(trace, i)):
-            in_cts = _apply_vjp(eqn, ct, residuals)
+            in_cts = _apply_vjp(eqn, ct, residuals, consts)
             for a, c in zip(eqn.inputs, in_cts):
                 if c is None or type(a) is not Var or a in consts:
                     continue
