@@ -238,9 +238,35 @@ def promote_args(name: str, *args: Any) -> list:
     return promote_args_dtype(name, *args)[0]
 
 
+def _fast_common_dtype(args: tuple) -> np.dtype | None:
+    """The common dtype when promotion has nothing to do (the hot path of every binary
+    function): strongly typed arrays of one dtype, plus Python floats and ints next to
+    floating-point arrays. None when the general rules are needed."""
+    dt = None
+    scalars = False
+    for a in args:
+        t = type(a)
+        if t is np.ndarray or (t is Tracer and not a._var.aval.weak_type):
+            if dt is None:
+                dt = a.dtype
+            elif a.dtype != dt:
+                return None
+        elif t is builtins.float or t is builtins.int:
+            scalars = True
+        else:
+            return None
+    if dt is None or (scalars and dt.kind not in "fc"):
+        return None
+    return dt
+
+
 def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
     """:func:`promote_args` and the common dtype (the operands may be Python scalars, which
     have no ``.dtype``)."""
+    dt = _fast_common_dtype(args)
+    if dt is not None:
+        return [a if type(a) is not builtins.float and type(a) is not builtins.int
+                else _host_array(a, dt) for a in args], dt
     args = [a if is_tracer(a) or isinstance(a, (np.ndarray,) + PY_SCALARS) else asarray(a)
             for a in args]
     dt = result_type(*args)
