@@ -18,7 +18,8 @@ abstract-eval rule: that is the hot path of eager ``grad``. ``functx.numpy`` val
 promotes arguments before it binds, so this only matters for code that binds primitives
 itself; when an implementation fails, the error is explained with the shape rule. Setting
 ``functx.tracing.CHECK_EAGER = True`` checks every eager bind against its shape rule (the
-test suite runs that way). Abstract tracing always checks shapes and dtypes at trace time.
+test suite runs that way, with ``CHECK_TRACES = True``, which type-checks every finished
+trace). Abstract tracing always checks shapes and dtypes at trace time.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from functx import backends
 from functx.errors import ConcretizationError, FunctxError, TracerLeakError
-from functx.ir import AbstractArray, Eqn, Literal, SourceInfo, Trace, Var, abstractify
+from functx.ir import AbstractArray, Eqn, Literal, SourceInfo, Trace, Var, abstractify, typecheck
 from functx.registry import Primitive
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -400,8 +401,11 @@ class TraceBuilder:
     def build(self, outputs: Sequence[Any]) -> Trace:
         """The finished trace whose outputs are ``outputs`` (tracers or other values)."""
         atoms = tuple(self.atom_of(x) for x in outputs)
-        return Trace(tuple(self.in_vars), tuple(self.const_vars), tuple(self.const_values),
-                     tuple(self.eqns), atoms)
+        trace = Trace(tuple(self.in_vars), tuple(self.const_vars), tuple(self.const_values),
+                      tuple(self.eqns), atoms)
+        if CHECK_TRACES:
+            typecheck(trace)
+        return trace
 
 
 class ConcreteTraceBuilder(TraceBuilder):
@@ -511,6 +515,7 @@ def _abstract_eval_cached(prim: Primitive, avals: tuple, params: dict) -> tuple:
 # bind
 
 CHECK_EAGER = False  # tests turn this on: eager results are checked against abstract eval
+CHECK_TRACES = False  # tests turn this on: every finished trace is type-checked
 _BY_TYPE = backends._BY_TYPE
 _CPU = backends.CPU
 _ndarray = np.ndarray
