@@ -2,6 +2,8 @@
 
 * ``functx.tracing.CHECK_EAGER`` is on for the whole session: every eager ``bind`` checks the
   implementation's output shape and dtype against the primitive's abstract-eval rule.
+* ``functx.tracing.CHECK_TRACES`` is on too: every finished trace (``make_trace``, ``grad``'s
+  forward trace...) is type-checked by re-running abstract evaluation over it.
 * Hypothesis profiles: ``ci`` (the default: 25 examples, no deadline) and ``thorough``
   (200 examples). Select one with ``FUNCTX_HYPOTHESIS_PROFILE=thorough``.
 * ``np.seterr`` is deliberately left alone: tests that expect floating-point warnings
@@ -23,13 +25,13 @@ settings.register_profile("thorough", deadline=None, max_examples=200,
 settings.load_profile(os.environ.get("FUNCTX_HYPOTHESIS_PROFILE", "ci"))
 
 # On from import time, so that anything run while collecting is checked too.
-_CHECK_EAGER_BEFORE = functx.tracing.CHECK_EAGER
-functx.tracing.CHECK_EAGER = True
+_BEFORE = functx.tracing.CHECK_EAGER, functx.tracing.CHECK_TRACES
+functx.tracing.CHECK_EAGER = functx.tracing.CHECK_TRACES = True
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _check_eager_results():
-    """Keep eager results checked against abstract evaluation for the whole session."""
-    functx.tracing.CHECK_EAGER = True
+    """Keep eager results and traces checked against abstract evaluation all session."""
+    functx.tracing.CHECK_EAGER = functx.tracing.CHECK_TRACES = True
     yield
-    functx.tracing.CHECK_EAGER = _CHECK_EAGER_BEFORE
+    functx.tracing.CHECK_EAGER, functx.tracing.CHECK_TRACES = _BEFORE

@@ -21,8 +21,10 @@ class PrimSpec:
         fn: ``fn(*args) -> array`` that binds the primitive (params are baked in, e.g. with
             a lambda). It must run eagerly on NumPy arrays and trace on tracers.
         ref: the NumPy reference, ``ref(*args) -> np.ndarray``.
-        args: a hypothesis strategy drawing the tuple of NumPy arguments (float64 for the
-            differentiable ones), already inside the primitive's smooth domain.
+        args: a hypothesis strategy drawing the tuple of arguments (float64 for the
+            differentiable ones), already inside the primitive's smooth domain. Non-array
+            arguments (e.g. a namespace of drawn parameters) are allowed: the harness holds
+            them fixed (closed over) instead of tracing them.
         diff_argnums: indices of the arguments to differentiate; () = not differentiable
             (its VJP must then be the zero rule or give None/zeros).
         rtol, atol: tolerances for impl vs ref.
