@@ -152,6 +152,45 @@ def environment_report(modules: dict[str, object], functx_root: Path) -> str:
     return "\n".join(lines)
 
 
+class CpuMeter:
+    """How much CPU time other processes used while the benchmark ran (Linux only).
+
+    Busy time of all CPUs (``/proc/stat``) minus this process's own CPU time, as a share of
+    the wall time of every CPU. Multi-threaded BLAS calls slow down badly when another
+    process holds a core, so a run with a noticeable share is unreliable.
+    """
+
+    def __init__(self) -> None:
+        self.start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float] | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+        hz = os.sysconf("SC_CLK_TCK")
+        own = os.times()
+        return (time.monotonic(), (user + nice + system + irq + softirq + steal) / hz,
+                own.user + own.system)
+
+    def report(self) -> str:
+        """A markdown list item with the other processes' share of the CPUs."""
+        end = self._read()
+        if self.start is None or end is None:
+            return "- CPU use by other processes during the run: unknown"
+        wall = (end[0] - self.start[0]) * (os.cpu_count() or 1)
+        others = max(0.0, (end[1] - self.start[1]) - (end[2] - self.start[2]))
+        share = others / wall if wall > 0 else 0.0
+        line = f"- CPU time used by other processes during the run: {share:.0%} of the CPUs"
+        if share > 0.1:
+            line += (" (other work competed for the cores: multi-threaded BLAS calls slow down "
+                     "badly then, so these numbers are unreliable; rerun on an idle machine)")
+        return line
+
+
 def _version(dist: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -19,7 +19,7 @@ percentile range. Thread settings are left at their defaults and printed.
 
 Usage (after ``pip install -e .``; ``pip install autograd jax torch`` for the peers)::
 
-    python benchmarks/bench_cpu.py [--quick] [--only chain|mlp] [--repeats N]
+    python benchmarks/bench_cpu.py [--quick] [--only chain|mlp] [--repeats N] [--no-peers]
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ import functx.numpy as fnp
 from functx.primitives import elementwise as fx_elementwise
 from functx.primitives import reduction as fx_reduction
 
-from _harness import Timing, environment_report, log, markdown_table, measure, relative_error
+from _harness import (CpuMeter, Timing, environment_report, log, markdown_table, measure,
+                      relative_error)
 
 CHAIN_LEN = 1000
 CHAIN_MUL, CHAIN_ADD = 0.9, 0.3
@@ -289,18 +290,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="10 repeats and 2 warm-up runs instead of 50 and 5 (a smoke test)")
     parser.add_argument("--only", choices=("chain", "mlp"), help="run one workload")
     parser.add_argument("--repeats", type=int, help="timed repeats per system")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="time only functx and the hand-written NumPy version (importing "
+                             "PyTorch or JAX slows NumPy down in the same process)")
     args = parser.parse_args(argv)
     repeats = args.repeats or (10 if args.quick else 50)
     warmup = 2 if args.quick else 5
 
     log("loading peers...")
-    mods = load_peers()
+    mods = {} if args.no_peers else load_peers()
     print("## functx CPU benchmark\n")
     print(environment_report(mods, ROOT))
     print(f"- command: python benchmarks/bench_cpu.py {' '.join(sys.argv[1:] if argv is None else argv)}"
           .rstrip())
-    print(f"- {repeats} timed repeats per system after {warmup} warm-up runs, interleaved; "
-          "median and 25th-75th percentiles")
+    print(f"- {repeats} timed repeats per system after {warmup} warm-up runs, interleaved in "
+          "blocks of 10; median and 25th-75th percentiles")
+    meter = CpuMeter()
     summary = []
 
     if args.only in (None, "chain"):
@@ -328,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\n### Targets\n")
     print("\n".join(summary))
+    print(meter.report())
     print("\n(`functx ÷ system` above 1 means functx is slower than that system.)")
     return 0
 
