@@ -238,6 +238,25 @@ def promote_args(name: str, *args: Any) -> list:
     return promote_args_dtype(name, *args)[0]
 
 
+_SCALAR_ARRAYS: dict = {}
+
+
+def _scalar_array(v: builtins.int | builtins.float, dtype: np.dtype) -> np.ndarray:
+    """A read-only 0-d array of ``v`` (memoised: the constants of a loop body repeat).
+
+    Zeros (whose sign a dict key cannot tell apart) and NaNs are not memoised.
+    """
+    if not v or v != v:
+        return _host_array(v, dtype)
+    key = (type(v), v, dtype)
+    out = _SCALAR_ARRAYS.get(key)
+    if out is None:
+        if len(_SCALAR_ARRAYS) > 4096:
+            _SCALAR_ARRAYS.clear()
+        out = _SCALAR_ARRAYS[key] = _host_array(v, dtype)
+    return out
+
+
 def _fast_common_dtype(args: tuple) -> np.dtype | None:
     """The common dtype when promotion has nothing to do (the hot path of every binary
     function): strongly typed arrays of one dtype, plus Python floats and ints next to
@@ -266,7 +285,7 @@ def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
     dt = _fast_common_dtype(args)
     if dt is not None:
         return [a if type(a) is not builtins.float and type(a) is not builtins.int
-                else _host_array(a, dt) for a in args], dt
+                else _scalar_array(a, dt) for a in args], dt
     args = [a if is_tracer(a) or isinstance(a, (np.ndarray,) + PY_SCALARS) else asarray(a)
             for a in args]
     dt = result_type(*args)

@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from functx.tracing import Tracer
 from functx.numpy._promotion import (
     PY_SCALARS,
     asarray,
@@ -93,6 +94,11 @@ def _binary_operand(x: Any, dtype: Any = None) -> Any:
     return asarray(x)
 
 
+# Operand types the wrappers pass on untouched (the fast path of every call).
+_READY = frozenset({np.ndarray, Tracer})
+_READY_OR_SCALAR = _READY | set(PY_SCALARS)
+
+
 def _ufunc(impl: Callable) -> Callable:
     """Wrap ``impl`` (taking 1 or 2 operands) into a NumPy-style ufunc function.
 
@@ -103,12 +109,17 @@ def _ufunc(impl: Callable) -> Callable:
     name = impl.__name__
     if impl.__code__.co_argcount == 1:
         def ufunc(x, /, out=None, *, dtype=None):
-            check_no_out(name, out)
-            return impl(_unary_operand(x, dtype))
+            if out is not None or dtype is not None or type(x) not in _READY:
+                check_no_out(name, out)
+                x = _unary_operand(x, dtype)
+            return impl(x)
     else:
         def ufunc(x1, x2, /, out=None, *, dtype=None):
-            check_no_out(name, out)
-            return impl(_binary_operand(x1, dtype), _binary_operand(x2, dtype))
+            if (out is not None or dtype is not None or type(x1) not in _READY_OR_SCALAR
+                    or type(x2) not in _READY_OR_SCALAR):
+                check_no_out(name, out)
+                x1, x2 = _binary_operand(x1, dtype), _binary_operand(x2, dtype)
+            return impl(x1, x2)
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = impl.__doc__
     ufunc.__module__ = impl.__module__
