@@ -362,6 +362,8 @@ class TraceBuilder:
         var = self._const_ids.get(id(x))
         if var is not None:
             return var
+        if type(x) is _ndarray and x.ndim == 0:
+            return Literal(x, _aval_of_value(x))
         if type(x) is not Tracer and np.ndim(x) == 0:
             return Literal(x, abstractify(x))
         if var is None:

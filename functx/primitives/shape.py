@@ -9,6 +9,7 @@ a CUDA kernel taking device indices can override them.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,10 +39,40 @@ def array_module(like: Any) -> Any:
     return (backend_of(like) or CPU).xp
 
 
+_SCALARS: dict = {}
+
+
+def _memoisable(value: Any) -> bool:
+    """Python ints and bools, and floats other than NaN and -0.0 (keys a dict can tell apart)."""
+    t = type(value)
+    return t is int or t is bool or (t is float and value == value
+                                     and (value != 0 or math.copysign(1.0, value) > 0))
+
+
+def _scalar(xp: Any, value: Any, dtype: Any) -> Any:
+    """A read-only 0-d array of ``value`` on the array module ``xp`` (memoised)."""
+    key = (xp, type(value), value, dtype) if _memoisable(value) else None
+    out = None if key is None else _SCALARS.get(key)
+    if out is None:
+        out = xp.full((), value, dtype=dtype)
+        if xp is np:
+            out.flags.writeable = False
+        if key is not None:
+            if len(_SCALARS) > 1024:
+                _SCALARS.clear()
+            _SCALARS[key] = out
+    return out
+
+
 def constant(like: Any, fill_value: Any, shape: Sequence[int], dtype: Any) -> Any:
-    """A read-only array of ``shape`` filled with ``fill_value``, on ``like``'s device."""
+    """A read-only array of ``shape`` filled with ``fill_value``, on ``like``'s device.
+
+    A constant depends on no traced value, so it is made directly (a broadcast view of a
+    memoised scalar), without recording anything.
+    """
     xp = array_module(like)
-    return broadcast_in_dim(xp.full((), fill_value, dtype=dtype), tuple(shape), ())
+    out = _scalar(xp, fill_value, dtype)
+    return out if not shape else xp.broadcast_to(out, tuple(shape))
 
 
 def transpose_if_needed(x: Any, permutation: Sequence[int]) -> Any:
