@@ -6,6 +6,7 @@ Example:
     array([1.        , 0.54030231])
 """
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
+from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
 from functx import tree
 from functx.backends import Backend, backends, get_backend
 from functx.errors import (

@@ -40,8 +40,8 @@ class Primitive:
     """One operation of the IR with all of its rules. See the module docstring."""
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
-                 "save_inputs", "save_output", "vjp_selective", "jvp", "batch", "_impl_cache",
-                 "__weakref__")
+                 "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "jvp", "batch",
+                 "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
                  registry: "Registry | None" = None) -> None:
@@ -58,6 +58,7 @@ class Primitive:
         self.save_inputs: tuple[int, ...] | bool = ()
         self.save_output = False
         self.vjp_selective = False
+        self.has_zero_vjp = False  # the VJP rule is the zero rule (def_zero_vjp)
         self.jvp: Callable | None = None
         self.batch: Callable | None = None
         self._impl_cache: dict[str, Callable] = {}
@@ -96,6 +97,7 @@ class Primitive:
             return functools.partial(self.def_vjp, save_inputs=save_inputs,
                                      save_output=save_output, selective=selective)
         self.vjp = fn
+        self.has_zero_vjp = fn is _zero_vjp
         self.save_inputs = (save_inputs if isinstance(save_inputs, (bool, slice))
                             else tuple(save_inputs))
         self.save_output = bool(save_output)
@@ -113,10 +115,6 @@ class Primitive:
     def def_batch(self, fn: Callable) -> Callable:
         self.batch = fn
         return fn
-
-    @property
-    def has_zero_vjp(self) -> bool:
-        return self.vjp is _zero_vjp
 
     def saved_input_indices(self, n_inputs: int) -> tuple[int, ...] | range:
         """The indices of the inputs whose values the VJP rule reads."""

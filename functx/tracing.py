@@ -70,18 +70,10 @@ def _with_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
 
 
 # ----------------------------------------------------------------------------------------
-# The numpy-like API that tracer methods and operators use (functx.numpy, loaded lazily).
+# The numpy-like API that tracer methods and operators use: functx.numpy, which installs
+# itself here when it is imported (functx/__init__.py imports it).
 
 _fnp: Any = None
-
-
-def _np_api() -> Any:
-    global _fnp
-    if _fnp is None:
-        import functx.numpy as m
-
-        _fnp = m
-    return _fnp
 
 
 class Tracer:
@@ -187,7 +179,7 @@ class Tracer:
             + (f"\n  Your code: {user_source(2)}" if user_source(2) else ""))
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        fn = getattr(_np_api(), ufunc.__name__, None) if method == "__call__" else None
+        fn = getattr(_fnp, ufunc.__name__, None) if method == "__call__" else None
         if fn is None or kwargs.get("out") is not None:
             raise TypeError(
                 f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method} has no "
@@ -196,7 +188,7 @@ class Tracer:
         return fn(*inputs, **kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        fn = getattr(_np_api(), func.__name__, None)
+        fn = getattr(_fnp, func.__name__, None)
         if fn is None or getattr(func, "__module__", "numpy") not in ("numpy", "numpy.core",
                                                                       "numpy._core"):
             raise TypeError(
@@ -205,42 +197,42 @@ class Tracer:
         return fn(*args, **kwargs)
 
     # -- operators (NumPy semantics, implemented by functx.numpy) --
-    def __neg__(self): return _np_api().negative(self)
+    def __neg__(self): return _fnp.negative(self)
     def __pos__(self): return self
-    def __abs__(self): return _np_api().abs(self)
-    def __invert__(self): return _np_api().invert(self)
-    def __add__(self, o): return _np_api().add(self, o)
-    def __radd__(self, o): return _np_api().add(o, self)
-    def __sub__(self, o): return _np_api().subtract(self, o)
-    def __rsub__(self, o): return _np_api().subtract(o, self)
-    def __mul__(self, o): return _np_api().multiply(self, o)
-    def __rmul__(self, o): return _np_api().multiply(o, self)
-    def __truediv__(self, o): return _np_api().true_divide(self, o)
-    def __rtruediv__(self, o): return _np_api().true_divide(o, self)
-    def __floordiv__(self, o): return _np_api().floor_divide(self, o)
-    def __rfloordiv__(self, o): return _np_api().floor_divide(o, self)
-    def __mod__(self, o): return _np_api().remainder(self, o)
-    def __rmod__(self, o): return _np_api().remainder(o, self)
-    def __pow__(self, o): return _np_api().power(self, o)
-    def __rpow__(self, o): return _np_api().power(o, self)
-    def __matmul__(self, o): return _np_api().matmul(self, o)
-    def __rmatmul__(self, o): return _np_api().matmul(o, self)
-    def __and__(self, o): return _np_api().bitwise_and(self, o)
-    def __rand__(self, o): return _np_api().bitwise_and(o, self)
-    def __or__(self, o): return _np_api().bitwise_or(self, o)
-    def __ror__(self, o): return _np_api().bitwise_or(o, self)
-    def __xor__(self, o): return _np_api().bitwise_xor(self, o)
-    def __rxor__(self, o): return _np_api().bitwise_xor(o, self)
-    def __eq__(self, o): return _np_api().equal(self, o)  # type: ignore[override]
-    def __ne__(self, o): return _np_api().not_equal(self, o)  # type: ignore[override]
-    def __lt__(self, o): return _np_api().less(self, o)
-    def __le__(self, o): return _np_api().less_equal(self, o)
-    def __gt__(self, o): return _np_api().greater(self, o)
-    def __ge__(self, o): return _np_api().greater_equal(self, o)
+    def __abs__(self): return _fnp.abs(self)
+    def __invert__(self): return _fnp.invert(self)
+    def __add__(self, o): return _fnp.add(self, o)
+    def __radd__(self, o): return _fnp.add(o, self)
+    def __sub__(self, o): return _fnp.subtract(self, o)
+    def __rsub__(self, o): return _fnp.subtract(o, self)
+    def __mul__(self, o): return _fnp.multiply(self, o)
+    def __rmul__(self, o): return _fnp.multiply(o, self)
+    def __truediv__(self, o): return _fnp.true_divide(self, o)
+    def __rtruediv__(self, o): return _fnp.true_divide(o, self)
+    def __floordiv__(self, o): return _fnp.floor_divide(self, o)
+    def __rfloordiv__(self, o): return _fnp.floor_divide(o, self)
+    def __mod__(self, o): return _fnp.remainder(self, o)
+    def __rmod__(self, o): return _fnp.remainder(o, self)
+    def __pow__(self, o): return _fnp.power(self, o)
+    def __rpow__(self, o): return _fnp.power(o, self)
+    def __matmul__(self, o): return _fnp.matmul(self, o)
+    def __rmatmul__(self, o): return _fnp.matmul(o, self)
+    def __and__(self, o): return _fnp.bitwise_and(self, o)
+    def __rand__(self, o): return _fnp.bitwise_and(o, self)
+    def __or__(self, o): return _fnp.bitwise_or(self, o)
+    def __ror__(self, o): return _fnp.bitwise_or(o, self)
+    def __xor__(self, o): return _fnp.bitwise_xor(self, o)
+    def __rxor__(self, o): return _fnp.bitwise_xor(o, self)
+    def __eq__(self, o): return _fnp.equal(self, o)  # type: ignore[override]
+    def __ne__(self, o): return _fnp.not_equal(self, o)  # type: ignore[override]
+    def __lt__(self, o): return _fnp.less(self, o)
+    def __le__(self, o): return _fnp.less_equal(self, o)
+    def __gt__(self, o): return _fnp.greater(self, o)
+    def __ge__(self, o): return _fnp.greater_equal(self, o)
     __hash__ = None  # type: ignore[assignment]
 
     def __getitem__(self, idx: Any) -> Any:
-        return _np_api().getitem(self, idx)
+        return _fnp.getitem(self, idx)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         raise TypeError("functx values are immutable: instead of x[idx] = y, write "
@@ -249,47 +241,47 @@ class Tracer:
     @property
     def at(self) -> Any:
         """Functional updates: ``x.at[idx].set(y)``, ``.add(y)``, ``.mul(y)``, ``.get()``."""
-        return _np_api().at(self)
+        return _fnp.at(self)
 
     # -- array methods (as NumPy's) --
     @property
-    def T(self): return _np_api().transpose(self)
+    def T(self): return _fnp.transpose(self)
     @property
-    def mT(self): return _np_api().swapaxes(self, -1, -2)
+    def mT(self): return _fnp.swapaxes(self, -1, -2)
     def reshape(self, *shape, order="C"):
         shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
-        return _np_api().reshape(self, shape, order=order)
+        return _fnp.reshape(self, shape, order=order)
     def transpose(self, *axes):
         axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
-        return _np_api().transpose(self, axes or None)
-    def astype(self, dtype, copy=True): return _np_api().astype(self, dtype)
+        return _fnp.transpose(self, axes or None)
+    def astype(self, dtype, copy=True): return _fnp.astype(self, dtype)
     def sum(self, axis=None, dtype=None, keepdims=False):
-        return _np_api().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return _fnp.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
     def mean(self, axis=None, dtype=None, keepdims=False):
-        return _np_api().mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return _fnp.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
     def var(self, axis=None, ddof=0, keepdims=False):
-        return _np_api().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return _fnp.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
     def std(self, axis=None, ddof=0, keepdims=False):
-        return _np_api().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return _fnp.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
     def prod(self, axis=None, keepdims=False):
-        return _np_api().prod(self, axis=axis, keepdims=keepdims)
-    def max(self, axis=None, keepdims=False): return _np_api().max(self, axis=axis, keepdims=keepdims)
-    def min(self, axis=None, keepdims=False): return _np_api().min(self, axis=axis, keepdims=keepdims)
+        return _fnp.prod(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False): return _fnp.max(self, axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False): return _fnp.min(self, axis=axis, keepdims=keepdims)
     def argmax(self, axis=None, keepdims=False):
-        return _np_api().argmax(self, axis=axis, keepdims=keepdims)
+        return _fnp.argmax(self, axis=axis, keepdims=keepdims)
     def argmin(self, axis=None, keepdims=False):
-        return _np_api().argmin(self, axis=axis, keepdims=keepdims)
-    def cumsum(self, axis=None): return _np_api().cumsum(self, axis=axis)
-    def any(self, axis=None, keepdims=False): return _np_api().any(self, axis=axis, keepdims=keepdims)
-    def all(self, axis=None, keepdims=False): return _np_api().all(self, axis=axis, keepdims=keepdims)
-    def squeeze(self, axis=None): return _np_api().squeeze(self, axis=axis)
-    def ravel(self): return _np_api().ravel(self)
-    def flatten(self): return _np_api().ravel(self)
-    def swapaxes(self, a, b): return _np_api().swapaxes(self, a, b)
-    def clip(self, min=None, max=None): return _np_api().clip(self, min, max)
-    def dot(self, other): return _np_api().dot(self, other)
-    def round(self, decimals=0): return _np_api().round(self, decimals)
-    def __round__(self, ndigits=None): return _np_api().round(self, ndigits or 0)
+        return _fnp.argmin(self, axis=axis, keepdims=keepdims)
+    def cumsum(self, axis=None): return _fnp.cumsum(self, axis=axis)
+    def any(self, axis=None, keepdims=False): return _fnp.any(self, axis=axis, keepdims=keepdims)
+    def all(self, axis=None, keepdims=False): return _fnp.all(self, axis=axis, keepdims=keepdims)
+    def squeeze(self, axis=None): return _fnp.squeeze(self, axis=axis)
+    def ravel(self): return _fnp.ravel(self)
+    def flatten(self): return _fnp.ravel(self)
+    def swapaxes(self, a, b): return _fnp.swapaxes(self, a, b)
+    def clip(self, min=None, max=None): return _fnp.clip(self, min, max)
+    def dot(self, other): return _fnp.dot(self, other)
+    def round(self, decimals=0): return _fnp.round(self, decimals)
+    def __round__(self, ndigits=None): return _fnp.round(self, ndigits or 0)
     def conj(self): return self
     @property
     def real(self): return self
@@ -333,7 +325,7 @@ class TraceBuilder:
         self.in_vars: list[Var] = []
         self.const_vars: list[Var] = []
         self.const_values: list[Any] = []
-        self._const_ids: dict[int, Var] = {}
+        self._const_ids: dict[int, tuple] = {}
 
     def __enter__(self) -> "TraceBuilder":
         stack = _stack()
@@ -358,19 +350,21 @@ class TraceBuilder:
         return Tracer(self, var, x if self.concrete else None)
 
     def lift(self, x: Any) -> Var | Literal:
-        """The atom for a value that is not one of this builder's tracers."""
-        var = self._const_ids.get(id(x))
-        if var is not None:
-            return var
+        """The atom for a value that is not one of this builder's tracers: a literal for a
+        scalar, else a constant variable (one per distinct object)."""
+        hit = self._const_ids.get(id(x))
+        if hit is not None:
+            return hit[1]
         if type(x) is _ndarray and x.ndim == 0:
-            return Literal(x, _aval_of_value(x))
-        if type(x) is not Tracer and np.ndim(x) == 0:
-            return Literal(x, abstractify(x))
-        if var is None:
-            var = self._const_ids[id(x)] = Var(abstractify(x))
-            self.const_vars.append(var)
+            atom = Literal(x, _aval_of_value(x))
+        elif type(x) is not Tracer and np.ndim(x) == 0:
+            atom = Literal(x, abstractify(x))
+        else:
+            atom = Var(abstractify(x))
+            self.const_vars.append(atom)
             self.const_values.append(x)
-        return var
+        self._const_ids[id(x)] = (x, atom)  # holding x keeps its id from being reused
+        return atom
 
     def atom_of(self, x: Any) -> Var | Literal:
         """The atom standing for ``x`` (a tracer of this builder or any other value)."""

@@ -23,3 +23,9 @@ from functx.numpy import (  # noqa: E402
 
 __all__ = sorted({name for m in (_promotion, _ufuncs, _reductions, _creation, _shape,
                                  _indexing, _linalg) for name in m.__all__})
+
+import sys as _sys  # noqa: E402
+
+import functx.tracing as _tracing  # noqa: E402
+
+_tracing._fnp = _sys.modules[__name__]  # tracer operators and methods use this module

@@ -128,6 +128,8 @@ def unbroadcast(ct: Any, aval: Any) -> Any:
 
 def scalar(like: Any, value: Any) -> Any:
     """A 0-d constant ``value`` of ``like``'s dtype on ``like``'s device (for VJP rules)."""
+    if type(like) is np.ndarray:
+        return _shape._scalar(np, value, like.dtype)
     return _shape.constant(like, value, (), like.dtype)
 
 
