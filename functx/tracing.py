@@ -408,18 +408,17 @@ class ConcreteTraceBuilder(TraceBuilder):
     """A builder whose tracers also carry their values (for grad and vjp).
 
     Output types come from the computed values (the eager implementation checks shapes, and
-    explains a failure with the abstract-eval rule). ``residuals`` maps each variable that
-    some VJP rule declared it needs to its value; ``frees[i]`` lists the residuals first
-    saved by equation ``i``, which the backward pass (running in reverse) can drop once it
-    has processed that equation.
+    explains a failure with the abstract-eval rule). Next to each equation it keeps the
+    equation's *VJP record* (see :class:`VjpRecord`): exactly the residuals its VJP rule
+    declared, and which inputs need a cotangent. A value no record holds is freed as soon as
+    the user's code drops it; the backward pass drops each record once it has used it.
     """
 
     concrete = True
 
     def __init__(self, transform: str) -> None:
         super().__init__(transform)
-        self.residuals: dict[Var, Any] = {}
-        self.frees: list[tuple] = []
+        self.records: list[VjpRecord] = []
 
     def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
         if not self.active:
@@ -428,17 +427,22 @@ class ConcreteTraceBuilder(TraceBuilder):
                     raise _leak_error(a)
         atoms = []
         vals = []
+        targets = []
         nested = False  # does some value belong to an outer trace?
         for a in args:
             if type(a) is Tracer and a._builder is self:
-                atoms.append(a._var)
+                v = a._var
+                atoms.append(v)
+                targets.append(v if _INEXACT[v.aval.dtype] else None)
                 a = a._value
             else:
                 atoms.append(self.atom_of(a))
+                targets.append(None)
             nested = nested or type(a) is Tracer
             vals.append(a)
         out = bind(prim, *vals, **params) if nested else _eager(prim, tuple(vals), params)
-        if prim.multiple_results:
+        multiple = prim.multiple_results
+        if multiple:
             out_vars = tuple(Var(_aval_of_value(o)) for o in out)
         else:
             out_vars = (Var(_aval_of_value(out)),)
@@ -447,23 +451,38 @@ class ConcreteTraceBuilder(TraceBuilder):
         # the backward pass would need it for an error message.
         self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars,
                              None if vjp is not None else user_source(3)))
-        first = ()
-        if vjp is not None and (prim.save_inputs or prim.save_output):
-            res = self.residuals
-            first = []
+        ins = [a.aval for a in atoms]
+        if vjp is not None:
             saved = prim.save_inputs
             for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
-                a = atoms[i]
-                if type(a) is Var and a not in res:
-                    res[a] = vals[i]
-                    first.append(a)
-            if prim.save_output:
-                res.update(zip(out_vars, out if prim.multiple_results else (out,)))
-                first.extend(out_vars)
-        self.frees.append(first)
-        if prim.multiple_results:
+                ins[i] = vals[i]
+        if prim.save_output:
+            res_out = out
+        else:
+            res_out = [v.aval for v in out_vars] if multiple else out_vars[0].aval
+        self.records.append((tuple(ins), res_out, tuple(targets)))
+        if multiple:
             return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
         return Tracer(self, out_vars[0], out)
+
+
+# (ins, out, targets) of one equation, as the backward pass needs it: ``ins[i]`` is the
+# value of input i where the VJP rule declared it reads it and its abstract value elsewhere;
+# ``out`` likewise for the output(s); ``targets[i]`` is the variable that receives input i's
+# cotangent, or None where none is needed (constants, literals, integers).
+VjpRecord = tuple
+
+
+class _InexactDTypes(dict):
+    """dtype -> whether values of it carry cotangents (floating point and complex)."""
+
+    def __missing__(self, dtype: Any) -> bool:
+        dtype = np.dtype(dtype)
+        self[dtype] = r = dtype.kind in "fc" or dtype.name == "bfloat16"
+        return r
+
+
+_INEXACT = _InexactDTypes()
 
 
 _AVALS: dict = {}

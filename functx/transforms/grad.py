@@ -2,8 +2,8 @@
 
 The forward pass traces the function concretely (values are computed as equations are
 recorded, so Python control flow works); the backward pass walks the equations in reverse,
-calls each primitive's VJP rule with the residuals it declared, and frees every residual
-right after its last use. Rules bind functx operations, so when the values are tracers of
+calls each primitive's VJP rule with the residuals it declared, and drops them right after
+(so each residual is freed after its last use). Rules bind functx operations, so when the values are tracers of
 an outer transform, the backward pass is itself recorded: ``grad(grad(f))`` works.
 """
 from __future__ import annotations
@@ -60,64 +60,57 @@ def _reaches(trace: Trace, eqn_index: int) -> bool:
     return any(type(a) is Var and a in live for a in trace.eqns[eqn_index].inputs)
 
 
-def residual_frees(trace: Trace) -> list[tuple[Var, ...]]:
-    """For each equation, the residuals the backward pass can drop once it has run.
+def vjp_records(trace: Trace, env: dict) -> list:
+    """The VJP records (see ``functx.tracing.VjpRecord``) of ``trace`` from ``env``, a dict
+    holding at least the values of the variables VJP rules declared they read.
 
-    The backward pass visits equations in reverse, so a residual is last needed by the
-    earliest equation (in program order) whose VJP rule reads it.
+    ``grad``'s concrete tracing builds these as it goes; this serves traces evaluated some
+    other way.
     """
-    seen: set[Var] = set()
-    frees: list[tuple[Var, ...]] = []
+    consts = set(trace.const_vars)
+    records = []
     for e in trace.eqns:
         prim = e.prim
-        mine = []
+        ins = [a.aval for a in e.inputs]
         if prim.vjp is not None:
             for i in prim.saved_input_indices(len(e.inputs)):
-                v = e.inputs[i]
-                if type(v) is Var and v not in seen:
-                    seen.add(v)
-                    mine.append(v)
-            if prim.save_output:
-                mine.extend(e.outputs)
-        frees.append(mine)
-    return frees
+                a = e.inputs[i]
+                ins[i] = a.value if type(a) is Literal else env[a]
+        if prim.save_output:
+            out = [env[v] for v in e.outputs]
+        else:
+            out = [v.aval for v in e.outputs]
+        targets = tuple(a if type(a) is Var and a not in consts and _is_float(a.aval) else None
+                        for a in e.inputs)
+        records.append((tuple(ins), out if prim.multiple_results else out[0], targets))
+    return records
 
 
-def _apply_vjp(eqn: Any, ct: Any, residuals: dict, consts: set) -> tuple:
-    """Call ``eqn``'s VJP rule with the residuals it declared (abstract values elsewhere);
-    a selective rule also learns which inputs need a cotangent (not ``consts``)."""
+def _call_vjp(eqn: Any, ct: Any, ins: tuple, out: Any, targets: tuple) -> tuple:
+    """Call ``eqn``'s VJP rule (telling a selective one which inputs need a cotangent)."""
     prim = eqn.prim
     if prim.vjp is None:
         raise MissingRuleError(
             f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
             f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs in "
             "functx.stop_gradient if no gradient should flow through it.")
-    inputs = eqn.inputs
-    ins = [a.aval for a in inputs]
-    saved = prim.save_inputs
-    for j in (saved if type(saved) is tuple else prim.saved_input_indices(len(inputs))):
-        a = inputs[j]
-        ins[j] = a.value if type(a) is Literal else residuals[a]
-    if prim.multiple_results:
-        out = [residuals[v] if prim.save_output else v.aval for v in eqn.outputs]
-    else:
-        out = residuals[eqn.outputs[0]] if prim.save_output else eqn.outputs[0].aval
     if prim.vjp_selective:
-        needs = tuple(type(a) is Var and a not in consts and _is_float(a.aval) for a in inputs)
-        return prim.vjp(ct, tuple(ins), out, needs=needs, **eqn.params)
-    return prim.vjp(ct, tuple(ins), out, **eqn.params)
+        return prim.vjp(ct, ins, out, needs=tuple(t is not None for t in targets),
+                        **eqn.params)
+    return prim.vjp(ct, ins, out, **eqn.params)
 
 
-def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
-                  consume: bool = False, frees: Sequence[Sequence[Var]] | None = None) -> list:
+def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
+                  consume: bool = False) -> list:
     """Cotangents of ``trace``'s inputs given cotangents of its outputs.
 
     Args:
         trace: the forward trace.
-        residuals: values of the variables that VJP rules declared they read.
+        records: its VJP records, one per equation (from concrete tracing or
+            :func:`vjp_records`).
         out_cts: one cotangent (or None for zero) per trace output.
-        consume: free residuals from ``residuals`` itself as they die (a single use).
-        frees: :func:`residual_frees` of the trace, if already known.
+        consume: drop each record once used, so residuals are freed as the backward pass
+            goes (for a single use, as in ``grad``); ``records`` is emptied.
 
     Returns:
         One cotangent per input variable; None where it is zero.
@@ -125,39 +118,31 @@ def backward_pass(trace: Trace, residuals: dict, out_cts: Sequence[Any],
     Raises:
         MissingRuleError: a cotangent reaches a primitive without a VJP rule.
     """
-    if not consume:
-        residuals = dict(residuals)
-    if frees is None:
-        frees = residual_frees(trace)
     cts: dict[Var, Any] = {}
     for v, ct in zip(trace.outputs, out_cts):
         if type(v) is Var and ct is not None and _is_float(v.aval):
             cts[v] = add(cts[v], ct) if v in cts else ct
-    consts = set(trace.const_vars)
     eqns = trace.eqns
+    pop = cts.pop
     for i in range(len(eqns) - 1, -1, -1):
         eqn = eqns[i]
+        ins, out, targets = records.pop() if consume else records[i]
         prim = eqn.prim
         if prim.multiple_results:
-            ct = [cts.pop(v, None) for v in eqn.outputs]
-            live = any(c is not None for c in ct)
-            if live:
-                some = next(c for c in ct if c is not None)
-                ct = [c if c is not None else _zeros(v.aval, some)
-                      for c, v in zip(ct, eqn.outputs)]
+            ct = [pop(v, None) for v in eqn.outputs]
+            if all(c is None for c in ct):
+                continue
+            some = next(c for c in ct if c is not None)
+            ct = [c if c is not None else _zeros(v.aval, some) for c, v in zip(ct, eqn.outputs)]
         else:
-            ct = cts.pop(eqn.outputs[0], None)
-            live = ct is not None
-        if live and not prim.has_zero_vjp and (prim.vjp is not None or _reaches(trace, i)):
-            in_cts = _apply_vjp(eqn, ct, residuals, consts)
-            for a, c in zip(eqn.inputs, in_cts):
-                if c is None or type(a) is not Var or a in consts:
-                    continue
-                if not _is_float(a.aval):
-                    continue
-                cts[a] = add(cts[a], c) if a in cts else c
-        for v in frees[i]:
-            residuals.pop(v, None)
+            ct = pop(eqn.outputs[0], None)
+            if ct is None:
+                continue
+        if prim.has_zero_vjp or (prim.vjp is None and not _reaches(trace, i)):
+            continue
+        for t, c in zip(targets, _call_vjp(eqn, ct, ins, out, targets)):
+            if t is not None and c is not None:
+                cts[t] = add(cts[t], c) if t in cts else c
     return [cts.get(v) for v in trace.in_vars]
 
 
@@ -188,7 +173,10 @@ def _check_out_leaf(x: Any, fname: str) -> Any:
 
 
 def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str):
-    """Run ``f`` under a concrete trace. Returns (trace, residuals, outs, out_tree, aux)."""
+    """Run ``f`` under a concrete trace.
+
+    Returns (trace, VJP records, outputs, out_tree, aux, in_tree, input leaves).
+    """
     leaves, in_tree = tree.flatten(primals)
     leaves = [_as_input(x, fname) for x in leaves]
     with ConcreteTraceBuilder(fname) as b:
@@ -207,10 +195,10 @@ def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str):
     outs = [_read_only(_unwrap(x, b), leaves) for x in out_leaves]
     if has_aux:
         aux = tree.map(lambda x: _read_only(_unwrap(x, b), leaves), aux)
-    return trace, (b.residuals, b.frees), outs, out_tree, aux, in_tree, leaves
+    return trace, b.records, outs, out_tree, aux, in_tree, leaves
 
 
-def _backward_fn(trace: Trace, residuals: dict, out_tree: Any, outs: list, in_tree: Any,
+def _backward_fn(trace: Trace, records: list, out_tree: Any, outs: list, in_tree: Any,
                  leaves: list, fname: str, consume: bool) -> Callable:
     out_avals = [abstractify(o) for o in outs]
 
@@ -230,7 +218,7 @@ def _backward_fn(trace: Trace, residuals: dict, out_tree: Any, outs: list, in_tr
             if c.dtype != a.dtype and a.dtype.kind in "fc" and c.dtype.kind in "biuf":
                 c = c.astype(a.dtype)
             flat.append(c)
-        in_cts = backward_pass(trace, residuals[0], flat, consume=consume, frees=residuals[1])
+        in_cts = backward_pass(trace, records, flat, consume=consume)
         grads = [_read_only(c, flat) if c is not None else _zeros(v.aval, x)
                  for c, v, x in zip(in_cts, trace.in_vars, leaves)]
         return tuple(tree.unflatten(in_tree, grads))
