@@ -428,7 +428,6 @@ class ConcreteTraceBuilder(TraceBuilder):
         atoms = []
         vals = []
         targets = []
-        nested = False  # does some value belong to an outer trace?
         for a in args:
             if type(a) is Tracer and a._builder is self:
                 v = a._var
@@ -438,9 +437,8 @@ class ConcreteTraceBuilder(TraceBuilder):
             else:
                 atoms.append(self.atom_of(a))
                 targets.append(None)
-            nested = nested or type(a) is Tracer
             vals.append(a)
-        out = bind(prim, *vals, **params) if nested else _eager(prim, tuple(vals), params)
+        out = bind(prim, *vals, **params)
         multiple = prim.multiple_results
         if multiple:
             out_vars = tuple(Var(_aval_of_value(o)) for o in out)
@@ -539,43 +537,41 @@ _ndarray = np.ndarray
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     """Apply ``prim`` to ``args``: eagerly, or by recording it into the innermost trace.
 
-    This is the single entry point of every operation in functx.
+    This is the single entry point of every operation in functx. Without a tracer among
+    ``args`` it runs the implementation for the arguments' backend (the eager path is
+    inlined here: it is the hot path of eager ``grad``).
     """
     builder = None
+    backend = None
     for a in args:
-        if type(a) is Tracer:
+        t = type(a)
+        if t is Tracer:
             b = a._builder
             if builder is None or b.level > builder.level:
                 builder = b
-    if builder is None:
-        return _eager(prim, args, params)
-    if not builder.active:
-        for a in args:
-            if type(a) is Tracer and a._builder is builder:
-                raise _leak_error(a)
-    return builder.process(prim, args, params)
-
-
-def _eager(prim: Primitive, args: tuple, params: dict) -> Any:
-    """Run ``prim``'s implementation for the backend of ``args``."""
-    backend = None
-    for a in args:
-        b = _BY_TYPE.get(type(a))
-        if b is None:
-            b = backends.backend_of(a)
+        elif builder is None:
+            b = _BY_TYPE.get(t)
             if b is None:
-                continue
-        if backend is None:
-            backend = b
-        elif b is not backend:
-            backend = backends.backend_of_args(args, prim.name)  # raises DeviceError
+                b = backends.backend_of(a)
+                if b is None:
+                    continue
+            if backend is None:
+                backend = b
+            elif b is not backend:
+                backends.backend_of_args(args, prim.name)  # raises DeviceError
+    if builder is not None:
+        if not builder.active:
+            for a in args:
+                if type(a) is Tracer and a._builder is builder:
+                    raise _leak_error(a)
+        return builder.process(prim, args, params)
     if backend is None:
         backend = _CPU
     impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend.name)
     try:
         out = impl(backend.xp, *args, **params)
     except FunctxError as e:
-        raise _with_source(e, user_source(3)) from None
+        raise _with_source(e, user_source(2)) from None
     except Exception as e:
         _explain_eager_failure(prim, args, params, backend, e)
     if backend is _CPU:
@@ -596,7 +592,7 @@ def _eager(prim: Primitive, args: tuple, params: dict) -> Any:
 
 def _explain_eager_failure(prim: Primitive, args: tuple, params: dict,
                            backend: backends.Backend, err: Exception) -> None:
-    source = user_source(4)
+    source = user_source(3)
     avals = [abstractify(a) for a in args]
     try:
         _abstract_eval_cached(prim, tuple(avals), params)

@@ -515,7 +515,7 @@ tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), "inexact")
 # 1 - t*t written (1 - t) * (1 + t): no rounding of t*t, and 1 - t is exact for t in
 # [0.5, 1], so the only error left is that of t itself.
 tanh_p.def_vjp(lambda ct, ins, out: (
-    mul(ct, mul(sub(scalar(out, 1), out), add(scalar(out, 1), out))),), save_output=True)
+    mul(ct, mul(sub(1.0, out), add(1.0, out))),), save_output=True)
 
 
 def tanh(x: Any) -> Any:
@@ -531,7 +531,7 @@ def _logistic_impl(xp, x):
 
 
 logistic_p = unary("logistic", _logistic_impl, "float")
-logistic_p.def_vjp(lambda ct, ins, out: (mul(ct, mul(out, sub(scalar(out, 1), out))),),
+logistic_p.def_vjp(lambda ct, ins, out: (mul(ct, mul(out, sub(1.0, out))),),
                    save_output=True)
 
 

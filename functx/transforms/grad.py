@@ -95,7 +95,7 @@ def _call_vjp(eqn: Any, ct: Any, ins: tuple, out: Any, targets: tuple) -> tuple:
             f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs in "
             "functx.stop_gradient if no gradient should flow through it.")
     if prim.vjp_selective:
-        return prim.vjp(ct, ins, out, needs=tuple(t is not None for t in targets),
+        return prim.vjp(ct, ins, out, needs=tuple([t is not None for t in targets]),
                         **eqn.params)
     return prim.vjp(ct, ins, out, **eqn.params)
 
