@@ -6,6 +6,7 @@ free axes, each in their original order. Both operands need one dtype.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import numpy as np
@@ -74,30 +75,42 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
     return xp.reshape(xp.matmul(x3, y3), out_shape)
 
 
-@dot_general_p.def_vjp(save_inputs=(0, 1), selective=True)
-def _dot_general_vjp(ct, ins, out, *, dimension_numbers, needs=(True, True)):
-    # Both cotangents are dot_generals of ct with the other operand (so the rule is
-    # differentiable to any order), followed by a transpose into the operand's layout. The
-    # operand order is chosen so that the plain matrix product needs no transpose:
-    # ct @ y.T for x, and x.T @ ct for y (as jax.lax's transpose rules, mirrored for y).
-    x, y = ins
+@functools.lru_cache(maxsize=1024)
+def _transpose_plan(dimension_numbers: tuple, x_ndim: int, y_ndim: int) -> tuple:
+    """The dimension numbers and permutations of both cotangents of a dot_general.
+
+    Both cotangents are dot_generals of ct with the other operand (so the rule is
+    differentiable to any order), followed by a transpose into the operand's layout. The
+    operand order is chosen so that the plain matrix product needs no transpose: ct @ y.T
+    for x, and x.T @ ct for y (as jax.lax's transpose rules, mirrored for y).
+    """
     (xc, yc), (xb, yb) = dimension_numbers
-    xk, yk = _free_axes(x.ndim, xc, xb), _free_axes(y.ndim, yc, yb)
+    xk, yk = _free_axes(x_ndim, xc, xb), _free_axes(y_ndim, yc, yb)
     nb, nxk = len(xb), len(xk)
     ct_b = tuple(range(nb))
     ct_xk = tuple(range(nb, nb + nxk))
     ct_yk = tuple(range(nb + nxk, nb + nxk + len(yk)))
+    # ct_x holds x's batch, x's free axes, then y's contracting axes in y's order.
+    x_dims = ((ct_yk, yk), (ct_b, yb))
+    x_layout = xb + xk + tuple(xc[j] for j in np.argsort(yc))
+    # ct_y holds y's batch, x's contracting axes in x's order, then y's free axes.
+    y_dims = ((xk, ct_xk), (xb, ct_b))
+    y_layout = yb + tuple(yc[j] for j in np.argsort(xc)) + yk
+    return (x_dims, tuple(np.argsort(x_layout).tolist()),
+            y_dims, tuple(np.argsort(y_layout).tolist()))
+
+
+@dot_general_p.def_vjp(save_inputs=(0, 1), selective=True)
+def _dot_general_vjp(ct, ins, out, *, dimension_numbers, needs=(True, True)):
+    x, y = ins
+    x_dims, x_perm, y_dims, y_perm = _transpose_plan(dimension_numbers, x.ndim, y.ndim)
     ct_x = ct_y = None
     if needs[0]:
-        # The result holds x's batch, x's free axes, then y's contracting axes in y's order.
-        ct_x = dot_general(ct, y, dimension_numbers=((ct_yk, yk), (ct_b, yb)))
-        x_layout = xb + xk + tuple(xc[j] for j in np.argsort(yc))
-        ct_x = _shape.transpose_if_needed(ct_x, tuple(np.argsort(x_layout).tolist()))
+        ct_x = _shape.transpose_if_needed(bind(dot_general_p, ct, y, dimension_numbers=x_dims),
+                                          x_perm)
     if needs[1]:
-        # The result holds y's batch, x's contracting axes in x's order, then y's free axes.
-        ct_y = dot_general(x, ct, dimension_numbers=((xk, ct_xk), (xb, ct_b)))
-        y_layout = yb + tuple(yc[j] for j in np.argsort(xc)) + yk
-        ct_y = _shape.transpose_if_needed(ct_y, tuple(np.argsort(y_layout).tolist()))
+        ct_y = _shape.transpose_if_needed(bind(dot_general_p, x, ct, dimension_numbers=y_dims),
+                                          y_perm)
     return ct_x, ct_y
 
 
