@@ -62,6 +62,12 @@ def user_source(depth: int = 1) -> SourceInfo | None:
     return SourceInfo(f.f_code, f.f_lineno)
 
 
+def _your_code() -> str:
+    """`` Your code: file:line (function)`` for the innermost user frame, or ''."""
+    source = user_source(2)
+    return f"\n  Your code: {source}" if source is not None else ""
+
+
 def _with_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
     if source is not None and err.args and isinstance(err.args[0], str) \
             and "Your code:" not in err.args[0]:
@@ -146,7 +152,7 @@ class Tracer:
             "  What to do: use functx.numpy.where(cond, x, y) for an elementwise choice, "
             "make the argument static (static_argnums), or move the Python control flow "
             "outside the transformed function."
-            + (f"\n  Your code: {user_source(2)}" if user_source(2) else ""))
+            + _your_code())
 
     def __bool__(self) -> bool:
         return bool(self._concrete(f"bool() (an `if`, `while`, `and`/`or` or `assert`)"))
@@ -176,7 +182,7 @@ class Tracer:
             "it out of the trace and lose its gradient.\n  What to do: use the function of "
             "the same name from functx.numpy, or functx.stop_gradient(x) and return the "
             "value if you only need to inspect it."
-            + (f"\n  Your code: {user_source(2)}" if user_source(2) else ""))
+            + _your_code())
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         fn = getattr(_fnp, ufunc.__name__, None) if method == "__call__" else None
@@ -295,7 +301,7 @@ def _leak_error(t: Tracer) -> TracerLeakError:
         "example through a global variable, a list or an attribute set inside the function."
         "\n  What to do: return the value from the transformed function instead, or "
         "compute it outside."
-        + (f"\n  Your code: {user_source(3)}" if user_source(3) else ""))
+        + _your_code())
 
 
 # ----------------------------------------------------------------------------------------
@@ -432,7 +438,7 @@ class ConcreteTraceBuilder(TraceBuilder):
             if type(a) is Tracer and a._builder is self:
                 v = a._var
                 atoms.append(v)
-                targets.append(v if _INEXACT[v.aval.dtype] else None)
+                targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
                 a = a._value
             else:
                 atoms.append(self.atom_of(a))
@@ -480,7 +486,7 @@ class _InexactDTypes(dict):
         return r
 
 
-_INEXACT = _InexactDTypes()
+INEXACT_DTYPES = _InexactDTypes()  # dtype -> carries cotangents (float/complex)
 
 
 _AVALS: dict = {}

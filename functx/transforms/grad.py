@@ -3,8 +3,9 @@
 The forward pass traces the function concretely (values are computed as equations are
 recorded, so Python control flow works); the backward pass walks the equations in reverse,
 calls each primitive's VJP rule with the residuals it declared, and drops them right after
-(so each residual is freed after its last use). Rules bind functx operations, so when the values are tracers of
-an outer transform, the backward pass is itself recorded: ``grad(grad(f))`` works.
+(so each residual is freed after its last use). Rules bind functx operations, so when the
+values are tracers of an outer transform, the backward pass is itself recorded:
+``grad(grad(f))`` works.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from functx.backends import backend_of
 from functx.errors import GradError, MissingRuleError
 from functx.ir import Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
-from functx.tracing import ConcreteTraceBuilder, Tracer, user_source
+from functx.tracing import INEXACT_DTYPES, ConcreteTraceBuilder, Tracer
 
 
 def _zeros(aval: Any, like: Any) -> Any:
@@ -33,7 +34,7 @@ def _zeros(aval: Any, like: Any) -> Any:
 
 def _is_float(aval: Any) -> bool:
     """Whether values of this type carry cotangents (integers and booleans do not)."""
-    return aval.dtype.kind in "fc" or aval.dtype.name == "bfloat16"
+    return INEXACT_DTYPES[aval.dtype]
 
 
 def _read_only(x: Any, owned: Sequence[Any] = ()) -> Any:
