@@ -209,13 +209,9 @@ REGISTRY = Registry()
 
 
 def main() -> None:
+    """Print the coverage table of every built-in primitive (``python -m functx.registry``)."""
     import functx  # noqa: F401  (loads every primitive family)
-    from functx.registry import REGISTRY as registry  # not __main__'s copy
 
-    print(registry.coverage_table())
-    print(f"\n{len(registry)} primitives; missing required rules: "
-          f"{registry.missing() or 'none'}")
-
-
-if __name__ == "__main__":
-    main()
+    print(REGISTRY.coverage_table())
+    print(f"\n{len(REGISTRY)} primitives; missing required rules: "
+          f"{REGISTRY.missing() or 'none'}")
