@@ -65,7 +65,7 @@ def test_erf_matches_math_erf_float64():
 
 
 def test_erf_is_nearly_correctly_rounded():
-    mpmath = pytest.importorskip("mpmath")
+    import mpmath  # a test dependency (pyproject: the "test" extra)
     mpmath.mp.prec = 120
     rng = np.random.default_rng(7)
     x = np.concatenate([rng.uniform(0, 0.5, 1500), rng.uniform(0.4, 1.5, 1500),

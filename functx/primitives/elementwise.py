@@ -303,7 +303,8 @@ def _integer_pow_vjp(ct, ins, out, *, y):
     if y == 1:
         return (ct,)
     x = ins[0]
-    return (mul(ct, mul(scalar(ct, y), integer_pow(x, y=y - 1))),)
+    x_pow = x if y == 2 else integer_pow(x, y=y - 1)  # x ** 1 would be a copy
+    return (mul(ct, mul(scalar(ct, y), x_pow)),)
 
 
 def integer_pow(x: Any, *, y: int) -> Any:
