@@ -68,7 +68,8 @@ def _your_code() -> str:
     return f"\n  Your code: {source}" if source is not None else ""
 
 
-def _with_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
+def attach_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
+    """``err`` with a last line naming the user's source line (once; returns ``err``)."""
     if source is not None and err.args and isinstance(err.args[0], str) \
             and "Your code:" not in err.args[0]:
         err.args = (f"{err.args[0]}\n  Your code: {source}",) + err.args[1:]
@@ -388,7 +389,7 @@ class TraceBuilder:
         try:
             out = _abstract_eval_cached(prim, tuple(avals), params)
         except FunctxError as e:
-            raise _with_source(e, source) from None
+            raise attach_source(e, source) from None
         return out
 
     def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
@@ -577,7 +578,7 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     try:
         out = impl(backend.xp, *args, **params)
     except FunctxError as e:
-        raise _with_source(e, user_source(2)) from None
+        raise attach_source(e, user_source(2)) from None
     except Exception as e:
         _explain_eager_failure(prim, args, params, backend, e)
     if backend is _CPU:
@@ -603,11 +604,11 @@ def _explain_eager_failure(prim: Primitive, args: tuple, params: dict,
     try:
         _abstract_eval_cached(prim, tuple(avals), params)
     except FunctxError as e:
-        raise _with_source(e, source) from None
+        raise attach_source(e, source) from None
     msg = (f"{prim.name} failed on the {backend.name} backend for inputs "
            f"{', '.join(map(str, avals))} with parameters {params}: "
            f"{type(err).__name__}: {err}")
-    raise _with_source(FunctxError(msg), source) from err
+    raise attach_source(FunctxError(msg), source) from err
 
 
 def _check_against_abstract_eval(prim: Primitive, args: tuple, params: dict, out: Any) -> None:

@@ -19,7 +19,7 @@ from functx.backends import backend_of
 from functx.errors import GradError, MissingRuleError
 from functx.ir import Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
-from functx.tracing import INEXACT_DTYPES, ConcreteTraceBuilder, Tracer
+from functx.tracing import INEXACT_DTYPES, ConcreteTraceBuilder, Tracer, attach_source, user_source
 
 
 def _zeros(aval: Any, like: Any) -> Any:
@@ -204,6 +204,12 @@ def _backward_fn(trace: Trace, records: list, out_tree: Any, outs: list, in_tree
     out_avals = [abstractify(o) for o in outs]
 
     def f_vjp(ct: Any) -> tuple:
+        try:
+            return pull_back(ct)
+        except GradError as e:
+            raise attach_source(e, user_source(1)) from None
+
+    def pull_back(ct: Any) -> tuple:
         ct_leaves, ct_tree = tree.flatten(ct)
         if ct_tree != out_tree:
             raise GradError(f"The cotangent passed to the VJP function of {fname} has "
@@ -248,7 +254,10 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         >>> f_vjp(1.0)
         (array(3.), array(2.))
     """
-    trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f, primals, has_aux, "vjp")
+    try:
+        trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f, primals, has_aux, "vjp")
+    except GradError as e:
+        raise attach_source(e, user_source(1)) from None
     f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, "vjp", consume=False)
     out = tree.unflatten(out_tree, outs)
     return (out, f_vjp, aux) if has_aux else (out, f_vjp)
@@ -280,6 +289,12 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
 
     @functools.wraps(f)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return _value_and_grad(args, kwargs)
+        except GradError as e:
+            raise attach_source(e, user_source(1)) from None
+
+    def _value_and_grad(args: tuple, kwargs: dict) -> Any:
         if any(not -len(args) <= i < len(args) for i in nums):
             raise GradError(f"{fname}: argnums={argnums} but the function was called with "
                             f"{len(args)} positional argument(s). Pass the arguments to "
