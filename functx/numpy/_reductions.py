@@ -118,29 +118,29 @@ def sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
         >>> fnp.sum(np.ones((2, 3)), axis=-1, keepdims=True).shape
         (2, 1)
     """
-    check_no_out("sum", out)
-    _no_where("sum", where)
-    a = _operand(a)
-    axes = _axes(a, axis, "sum")
-    x = _with_dtype(a, dtype)
-    r = _red.reduce_sum(x, axes)
-    if initial is not _NO_VALUE:
-        r = _ew.add(r, _scalar_like(initial, r.dtype))
-    return _finish(r, a, axes, keepdims)
+    return _accumulate("sum", _red.reduce_sum, _ew.add, a, axis, dtype, out, keepdims,
+                       initial, where)
 
 
 def prod(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
          keepdims: builtins.bool = False, initial: Any = _NO_VALUE, where: Any = _NO_VALUE) -> Any:
     """Product of the elements over ``axis`` (NumPy's accumulator dtype; zeros are fine for
     the gradient, which the primitive computes without division)."""
-    check_no_out("prod", out)
-    _no_where("prod", where)
+    return _accumulate("prod", _red.reduce_prod, _ew.mul, a, axis, dtype, out, keepdims,
+                       initial, where)
+
+
+def _accumulate(name: str, reduce: Any, combine: Any, a: Any, axis: Any, dtype: Any,
+                out: Any, keepdims: builtins.bool, initial: Any, where: Any) -> Any:
+    """``sum``/``prod``: reduce over ``axis`` in the accumulator dtype, then fold in
+    ``initial`` with ``combine``."""
+    check_no_out(name, out)
+    _no_where(name, where)
     a = _operand(a)
-    axes = _axes(a, axis, "prod")
-    x = _with_dtype(a, dtype)
-    r = _red.reduce_prod(x, axes)
+    axes = _axes(a, axis, name)
+    r = reduce(_with_dtype(a, dtype), axes)
     if initial is not _NO_VALUE:
-        r = _ew.mul(r, _scalar_like(initial, r.dtype))
+        r = combine(r, _scalar_like(initial, r.dtype))
     return _finish(r, a, axes, keepdims)
 
 
