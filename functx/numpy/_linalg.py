@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from functx.errors import ShapeError
-from functx.numpy._promotion import astype, check_no_out, result_type
+from functx.numpy._promotion import fast_common_dtype, astype, check_no_out, result_type
 from functx.numpy._shape import (
     as_array,
     broadcast_shapes,
@@ -43,12 +43,16 @@ from functx.primitives import indexing as _ix
 from functx.primitives import linalg as _la
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _p
+from functx.tracing import Tracer
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron"]
 
 
 def _promoted(name: str, *arrays: Any, dtype: Any = None) -> list:
     """The operands as arrays of their common (NumPy-promoted) dtype, or of ``dtype``."""
+    if dtype is None and all(type(a) is np.ndarray or type(a) is Tracer for a in arrays) \
+            and fast_common_dtype(arrays) is not None:
+        return list(arrays)  # nothing to promote (the common case)
     arrays = [as_array(a) for a in arrays]
     dt = np.dtype(dtype) if dtype is not None else result_type(*arrays)
     return [astype(a, dt) if a.dtype != dt else a for a in arrays]

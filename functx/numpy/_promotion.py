@@ -257,7 +257,7 @@ def _scalar_array(v: builtins.int | builtins.float, dtype: np.dtype) -> np.ndarr
     return out
 
 
-def _fast_common_dtype(args: tuple) -> np.dtype | None:
+def fast_common_dtype(args: tuple) -> np.dtype | None:
     """The common dtype when promotion has nothing to do (the hot path of every binary
     function): strongly typed arrays of one dtype, plus Python floats and ints next to
     floating-point arrays. None when the general rules are needed."""
@@ -282,7 +282,7 @@ def _fast_common_dtype(args: tuple) -> np.dtype | None:
 def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
     """:func:`promote_args` and the common dtype (the operands may be Python scalars, which
     have no ``.dtype``)."""
-    dt = _fast_common_dtype(args)
+    dt = fast_common_dtype(args)
     if dt is not None:
         return [a if type(a) is not builtins.float and type(a) is not builtins.int
                 else _scalar_array(a, dt) for a in args], dt

@@ -23,6 +23,7 @@ Differences from NumPy:
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 import numpy as np
@@ -67,7 +68,7 @@ def _finish(r: Any, a: Any, axes: tuple[int, ...], keepdims: builtins.bool) -> A
 
 
 def _count(a: Any, axes: tuple[int, ...]) -> builtins.int:
-    return builtins.int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
+    return math.prod(a.shape[i] for i in axes)
 
 
 def _accumulator_dtype(dt: np.dtype) -> np.dtype:

@@ -291,6 +291,9 @@ def power(x1, x2):
     ``x1 == 0``); ``x ** 0.5`` is ``sqrt``; other float exponents use ``pow``. Integers to
     negative integer powers raise ValueError as in NumPy.
     """
+    if type(x2) is builtins.int and type(x1) in _READY and x1.dtype.kind in "fc" \
+            and not getattr(x1, "weak_type", False):
+        return _ew.integer_pow(x1, y=x2)  # the common x ** 2: nothing to promote
     if isinstance(x2, PY_SCALARS) and not isinstance(x2, (builtins.bool, builtins.complex)):
         dt = result_type(x1, x2)
         if dt == np.bool_:

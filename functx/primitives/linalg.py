@@ -129,8 +129,18 @@ def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:
     Example:
         >>> dot_general(a, b, dimension_numbers=(((2,), (1,)), ((0,), (0,))))  # a @ b, batched
     """
-    (xc, yc), (xb, yb) = dimension_numbers
     nx, ny = np.ndim(x), np.ndim(y)
-    norm = lambda axes, n: tuple(int(a) % n if n and -n <= int(a) < 0 else int(a) for a in axes)
-    dims = ((norm(xc, nx), norm(yc, ny)), (norm(xb, nx), norm(yb, ny)))
+    try:
+        dims = _normalized_dims(dimension_numbers, nx, ny)
+    except TypeError:  # lists instead of tuples: not hashable, so not memoised
+        dims = _normalized_dims.__wrapped__(dimension_numbers, nx, ny)
     return bind(dot_general_p, x, y, dimension_numbers=dims)
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalized_dims(dimension_numbers: Any, nx: int, ny: int) -> tuple:
+    """Dimension numbers as tuples of non-negative Python ints (negative axes count from
+    the end; out-of-range axes are left for the shape rule to report)."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    norm = lambda axes, n: tuple(int(a) % n if n and -n <= int(a) < 0 else int(a) for a in axes)
+    return ((norm(xc, nx), norm(yc, ny)), (norm(xb, nx), norm(yb, ny)))

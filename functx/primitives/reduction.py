@@ -53,6 +53,9 @@ def _reduced_shape(x: Any, axes: tuple[int, ...]) -> tuple[int, ...]:
 reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_sum", x, axes))
 reduce_sum_p.def_impl(lambda xp, x, *, axes: xp.sum(x, axis=axes, dtype=x.dtype))
+# NumPy's own: the ufunc method, without np.sum's Python-level dispatch (a hot path of grad).
+reduce_sum_p.def_impl(lambda xp, x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype),
+                      backend="cpu")
 reduce_sum_p.def_vjp(lambda ct, ins, out, *, axes: (expand_reduced(ct, ins[0], axes),))
 
 
