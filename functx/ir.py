@@ -75,8 +75,19 @@ ShapeDtype = AbstractArray
 tree.register_leaf_type(AbstractArray)
 
 
+_ARRAY_AVALS: dict = {}
+
+
 def abstractify(x: Any) -> AbstractArray:
     """The abstract value of an array, a Python scalar, or anything with shape and dtype."""
+    if type(x) is np.ndarray:  # the hot case, memoised on (shape, dtype)
+        key = (x.shape, x.dtype)
+        aval = _ARRAY_AVALS.get(key)
+        if aval is None:
+            if len(_ARRAY_AVALS) > 10_000:
+                _ARRAY_AVALS.clear()
+            aval = _ARRAY_AVALS[key] = AbstractArray(x.shape, x.dtype)
+        return aval
     aval = getattr(x, "aval", None)
     if isinstance(aval, AbstractArray):
         return aval

@@ -490,20 +490,9 @@ class _InexactDTypes(dict):
 INEXACT_DTYPES = _InexactDTypes()  # dtype -> carries cotangents (float/complex)
 
 
-_AVALS: dict = {}
-
-
 def _aval_of_value(x: Any) -> AbstractArray:
-    """The abstract value of a computed value (memoised on shape and dtype)."""
-    if type(x) is Tracer:
-        return x._var.aval
-    key = (x.shape, x.dtype)
-    aval = _AVALS.get(key)
-    if aval is None:
-        if len(_AVALS) > 10_000:
-            _AVALS.clear()
-        aval = _AVALS[key] = AbstractArray(x.shape, x.dtype)
-    return aval
+    """The abstract value of a computed value (a tracer's, or the memoised one of an array)."""
+    return x._var.aval if type(x) is Tracer else abstractify(x)
 
 
 _AE_CACHE: dict = {}
