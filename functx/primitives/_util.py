@@ -94,3 +94,14 @@ def normalize_axes(name: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]
             raise ShapeError(f"{name}: axis {a} is repeated in {tuple(axes)}.")
         out.append(a)
     return tuple(out)
+
+
+def shape_of(x: Any) -> tuple[int, ...]:
+    """The shape of an array, a tracer or a Python scalar (without NumPy's dispatch, which
+    would route a tracer through ``__array_function__``)."""
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def ndim_of(x: Any) -> int:
+    """The rank of an array, a tracer or a Python scalar (see :func:`shape_of`)."""
+    return len(x.shape) if hasattr(x, "shape") else np.ndim(x)

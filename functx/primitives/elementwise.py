@@ -28,7 +28,7 @@ from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
-from functx.primitives._util import broadcast_shapes, fmt, is_float, same_dtypes
+from functx.primitives._util import broadcast_shapes, fmt, is_float, same_dtypes, shape_of
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -608,7 +608,7 @@ def _erf_impl(xp, x):
     if dtype != np.float64:
         return _erf_impl(xp, xp.asarray(x).astype(np.float64)).astype(dtype)
     series, hi, lo, taylor = _erf_tables(xp)
-    shape = np.shape(x)
+    shape = shape_of(x)
     x = xp.reshape(xp.asarray(x), (-1,))  # 1-d, so that 0-d inputs can be indexed too
     y = xp.abs(x)
     out = xp.minimum(y, 1.0)  # the value for |x| >= 6 (and NaN for NaN)

@@ -20,7 +20,7 @@ from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
-from functx.primitives._util import fmt, same_dtypes
+from functx.primitives._util import fmt, same_dtypes, shape_of
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -130,7 +130,7 @@ def _scatter_vjp(ct, ins, out, *, axis):
     x, indices, updates = ins
     ct_x = scatter(ct, indices, _shape.constant(ct, 0, updates.shape, updates.dtype),
                    axis=axis)
-    xp, idx_shape = _shape.array_module(indices), np.shape(indices)
+    xp, idx_shape = _shape.array_module(indices), shape_of(indices)
     ids = xp.arange(np.prod(idx_shape, dtype=np.int64), dtype=np.int64).reshape(idx_shape)
     winners = scatter(_shape.constant(indices, 0, (x.shape[axis],), np.int64), indices, ids,
                       axis=0)

@@ -14,7 +14,7 @@ import numpy as np
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import shape as _shape
-from functx.primitives._util import same_dtypes
+from functx.primitives._util import ndim_of, same_dtypes
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -129,7 +129,7 @@ def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:
     Example:
         >>> dot_general(a, b, dimension_numbers=(((2,), (1,)), ((0,), (0,))))  # a @ b, batched
     """
-    nx, ny = np.ndim(x), np.ndim(y)
+    nx, ny = ndim_of(x), ndim_of(y)
     try:
         dims = _normalized_dims(dimension_numbers, nx, ny)
     except TypeError:  # lists instead of tuples: not hashable, so not memoised

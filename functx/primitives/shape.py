@@ -19,7 +19,7 @@ from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
-from functx.primitives._util import fmt, normalize_axes, same_dtypes
+from functx.primitives._util import fmt, ndim_of, normalize_axes, same_dtypes
 from functx.registry import Primitive
 from functx.tracing import Tracer, bind
 
@@ -210,7 +210,7 @@ squeeze_p.def_vjp(lambda ct, ins, out, *, dimensions: (expand_dims(ct, dimension
 def squeeze(x: Any, dimensions: Sequence[int]) -> Any:
     """``x`` without the size-1 axes ``dimensions`` (negative axes count from the end)."""
     return bind(squeeze_p, x, dimensions=tuple(
-        sorted(normalize_axes("squeeze", tuple(int(d) for d in dimensions), np.ndim(x)))))
+        sorted(normalize_axes("squeeze", tuple(int(d) for d in dimensions), ndim_of(x)))))
 
 
 expand_dims_p = Primitive("expand_dims")
@@ -240,7 +240,7 @@ def expand_dims(x: Any, dimensions: Sequence[int]) -> Any:
     """``x`` with size-1 axes inserted at output positions ``dimensions``."""
     dims = tuple(int(d) for d in dimensions)
     return bind(expand_dims_p, x, dimensions=tuple(
-        sorted(normalize_axes("expand_dims", dims, np.ndim(x) + len(dims)))))
+        sorted(normalize_axes("expand_dims", dims, ndim_of(x) + len(dims)))))
 
 
 # -- slice -----------------------------------------------------------------------------------
@@ -411,7 +411,7 @@ def _concatenate_vjp(ct, ins, out, *, dimension):
 def concatenate(xs: Sequence[Any], dimension: int) -> Any:
     """The arrays ``xs`` (one dtype, one rank) joined along axis ``dimension``."""
     xs = tuple(xs)
-    ndim = np.ndim(xs[0]) if xs else 1
+    ndim = ndim_of(xs[0]) if xs else 1
     return bind(concatenate_p, *xs, dimension=normalize_axes("concatenate", (int(dimension),),
                                                              ndim)[0])
 
@@ -499,4 +499,4 @@ rev_p.def_vjp(lambda ct, ins, out, *, dimensions: (rev(ct, dimensions),))
 def rev(x: Any, dimensions: Sequence[int]) -> Any:
     """``x`` reversed along the axes ``dimensions``."""
     return bind(rev_p, x, dimensions=tuple(
-        sorted(normalize_axes("rev", tuple(int(d) for d in dimensions), np.ndim(x)))))
+        sorted(normalize_axes("rev", tuple(int(d) for d in dimensions), ndim_of(x)))))

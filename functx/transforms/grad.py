@@ -40,8 +40,10 @@ def _is_float(aval: Any) -> bool:
 def _read_only(x: Any, owned: Sequence[Any] = ()) -> Any:
     """``x`` as a read-only array that aliases none of the user's ``owned`` arrays."""
     if type(x) is np.ndarray:
-        if any(x is o for o in owned):
-            x = x.copy()
+        for o in owned:
+            if x is o:
+                x = x.copy()
+                break
         if x.flags.writeable:
             x = x.view()
             x.flags.writeable = False
