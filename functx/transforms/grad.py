@@ -22,6 +22,9 @@ from functx.primitives.elementwise import add
 from functx.tracing import INEXACT_DTYPES, ConcreteTraceBuilder, Tracer, attach_source, user_source
 
 
+_ONE_LEAF = tree.structure(0)  # the structure of a single array
+
+
 def _zeros(aval: Any, like: Any) -> Any:
     """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU)."""
     backend = backend_of(like)
@@ -306,7 +309,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
         for i, a in zip(nums, diff):
             for leaf in tree.leaves(a):
                 leaf = _as_input(leaf, fname)
-                if not np.dtype(leaf.dtype).kind in "fc" and leaf.dtype.name != "bfloat16":
+                if not INEXACT_DTYPES[leaf.dtype]:
                     raise GradError(
                         f"{fname}: argument {i} has a leaf of dtype {leaf.dtype} "
                         f"({abstractify(leaf)}); grad differentiates only floating-point "
@@ -319,7 +322,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
             return f(*full, **kwargs)
 
         trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f_diff, diff, has_aux, fname)
-        if len(outs) != 1 or out_tree != tree.structure(0):
+        if len(outs) != 1 or out_tree != _ONE_LEAF:
             raise GradError(f"{fname} needs the function to return one scalar array, but it "
                             f"returned {tree.unflatten(out_tree, [abstractify(o) for o in outs])}"
                             ". Use vjp or jacrev for non-scalar outputs, or reduce the output "
@@ -330,8 +333,9 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
             raise GradError(f"{fname} needs the function to return a real scalar (shape ()), "
                             f"but it returned {aval}. Use vjp or jacrev for non-scalar or "
                             "complex outputs, or reduce the output first (e.g. .sum()).")
-        seed = np.ones((), aval.dtype) if backend_of(value) in (None,) or type(value) is Tracer \
-            else backend_of(value).xp.ones((), aval.dtype)
+        backend = backend_of(value)
+        xp = np if backend is None or type(value) is Tracer else backend.xp
+        seed = xp.ones((), aval.dtype)
         f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, fname, consume=True)
         grads = f_vjp(seed)
         g = grads[0] if single else grads
