@@ -156,7 +156,7 @@ class Tracer:
             + _your_code())
 
     def __bool__(self) -> bool:
-        return bool(self._concrete(f"bool() (an `if`, `while`, `and`/`or` or `assert`)"))
+        return bool(self._concrete("bool() (an `if`, `while`, `and`/`or` or `assert`)"))
 
     def __int__(self) -> int:
         return int(self._concrete("int()"))

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import functx as fx
 import functx.numpy as fnp

@@ -43,7 +43,6 @@ from functx.numpy._shape import (
     moveaxis,
     norm_axis,
     ravel,
-    reshape,
     num_elements,
     on_device_of,
     take_flat,
