@@ -8,7 +8,20 @@ from __future__ import annotations
 
 
 class FunctxError(Exception):
-    """Base class of every error functx raises on purpose."""
+    """Base class of every error functx raises on purpose.
+
+    A message gets a last line naming the user's source line (the innermost stack frame
+    outside functx) when it does not already have one.
+    """
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1 and isinstance(args[0], str) and "Your code:" not in args[0]:
+            from functx.tracing import user_source  # errors is imported by tracing
+
+            source = user_source(2)
+            if source is not None:
+                args = (f"{args[0]}\n  Your code: {source}",)
+        super().__init__(*args)
 
 
 class ShapeError(FunctxError, ValueError):
