@@ -563,9 +563,9 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
         return builder.process(prim, args, params)
     if backend is None:
         backend = _CPU
-    impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend.name)
+    impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend)
     try:
-        out = impl(backend.xp, *args, **params)
+        out = impl(*args, **params)
     except FunctxError as e:
         raise attach_source(e, user_source(2)) from None
     except Exception as e:

@@ -95,16 +95,19 @@ def make_binary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> 
     return rule
 
 
-def unary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = None) -> Primitive:
-    """A new elementwise unary primitive with the same-shape rule and a generic impl."""
+def unary(name: str, impl: Callable | str, accepts: str = "any",
+          out_dtype: Any = None) -> Primitive:
+    """A new elementwise unary primitive with the same-shape rule and a generic impl (a
+    rule, or the name of the array-module ufunc, e.g. ``"sin"``)."""
     p = Primitive(name)
     p.def_abstract_eval(make_unary_aval(name, accepts, out_dtype))
     p.def_impl(impl)
     return p
 
 
-def binary(name: str, impl: Callable, accepts: str = "any", out_dtype: Any = None) -> Primitive:
-    """A new broadcasting binary primitive with a generic impl."""
+def binary(name: str, impl: Callable | str, accepts: str = "any",
+           out_dtype: Any = None) -> Primitive:
+    """A new broadcasting binary primitive with a generic impl (as for :func:`unary`)."""
     p = Primitive(name)
     p.def_abstract_eval(make_binary_aval(name, accepts, out_dtype))
     p.def_impl(impl)
@@ -145,7 +148,7 @@ def _dtype_of(x: Any) -> np.dtype:
 
 # -- arithmetic ------------------------------------------------------------------------------
 
-neg_p = unary("neg", lambda xp, x: xp.negative(x), "number")
+neg_p = unary("neg", "negative", "number")
 neg_p.def_vjp(lambda ct, ins, out: (neg(ct),))
 
 
@@ -154,7 +157,7 @@ def neg(x: Any) -> Any:
     return bind(neg_p, x)
 
 
-abs_p = unary("abs", lambda xp, x: xp.abs(x), "ordered")
+abs_p = unary("abs", "abs", "ordered")
 abs_p.def_vjp(lambda ct, ins, out: (mul(ct, sign(ins[0])),), save_inputs=(0,))
 
 
@@ -163,7 +166,7 @@ def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
     return bind(abs_p, x)
 
 
-sign_p = unary("sign", lambda xp, x: xp.sign(x), "real")
+sign_p = unary("sign", "sign", "real")
 sign_p.def_zero_vjp()
 
 
@@ -172,7 +175,7 @@ def sign(x: Any) -> Any:
     return bind(sign_p, x)
 
 
-add_p = binary("add", lambda xp, x, y: xp.add(x, y))
+add_p = binary("add", "add")
 add_p.def_vjp(lambda ct, ins, out, needs: (
     unbroadcast(ct, ins[0]) if needs[0] else None,
     unbroadcast(ct, ins[1]) if needs[1] else None), selective=True)
@@ -183,7 +186,7 @@ def add(x: Any, y: Any) -> Any:
     return bind(add_p, x, y)
 
 
-sub_p = binary("sub", lambda xp, x, y: xp.subtract(x, y), "number")
+sub_p = binary("sub", "subtract", "number")
 sub_p.def_vjp(lambda ct, ins, out, needs: (
     unbroadcast(ct, ins[0]) if needs[0] else None,
     unbroadcast(neg(ct), ins[1]) if needs[1] else None), selective=True)
@@ -194,7 +197,7 @@ def sub(x: Any, y: Any) -> Any:
     return bind(sub_p, x, y)
 
 
-mul_p = binary("mul", lambda xp, x, y: xp.multiply(x, y))
+mul_p = binary("mul", "multiply")
 
 
 @mul_p.def_vjp(save_inputs=(0, 1), selective=True)
@@ -231,7 +234,7 @@ def div(x: Any, y: Any) -> Any:
     return bind(div_p, x, y)
 
 
-rem_p = binary("rem", lambda xp, x, y: xp.remainder(x, y), "real")
+rem_p = binary("rem", "remainder", "real")
 
 
 @rem_p.def_vjp(save_inputs=(0, 1))
@@ -250,7 +253,7 @@ def rem(x: Any, y: Any) -> Any:
     return bind(rem_p, x, y)
 
 
-pow_p = binary("pow", lambda xp, x, y: xp.power(x, y), "inexact")
+pow_p = binary("pow", "power", "inexact")
 
 
 @pow_p.def_vjp(save_inputs=(0, 1), save_output=True)
@@ -329,7 +332,7 @@ def _make_minmax_vjp(wins: Callable) -> Callable:
     return rule
 
 
-max_p = binary("max", lambda xp, x, y: xp.maximum(x, y), "ordered")
+max_p = binary("max", "maximum", "ordered")
 max_p.def_vjp(_make_minmax_vjp(lambda a, b: gt(a, b)), save_inputs=(0, 1))
 
 
@@ -339,7 +342,7 @@ def max(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
     return bind(max_p, x, y)
 
 
-min_p = binary("min", lambda xp, x, y: xp.minimum(x, y), "ordered")
+min_p = binary("min", "minimum", "ordered")
 min_p.def_vjp(_make_minmax_vjp(lambda a, b: lt(a, b)), save_inputs=(0, 1))
 
 
@@ -350,7 +353,7 @@ def min(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
 
 # -- exponentials, logarithms, roots ---------------------------------------------------------
 
-exp_p = unary("exp", lambda xp, x: xp.exp(x), "inexact")
+exp_p = unary("exp", "exp", "inexact")
 exp_p.def_vjp(lambda ct, ins, out: (mul(ct, out),), save_output=True)
 
 
@@ -359,7 +362,7 @@ def exp(x: Any) -> Any:
     return bind(exp_p, x)
 
 
-expm1_p = unary("expm1", lambda xp, x: xp.expm1(x), "inexact")
+expm1_p = unary("expm1", "expm1", "inexact")
 expm1_p.def_vjp(lambda ct, ins, out: (mul(ct, add(out, scalar(out, 1))),), save_output=True)
 
 
@@ -368,7 +371,7 @@ def expm1(x: Any) -> Any:
     return bind(expm1_p, x)
 
 
-log_p = unary("log", lambda xp, x: xp.log(x), "inexact")
+log_p = unary("log", "log", "inexact")
 log_p.def_vjp(lambda ct, ins, out: (div(ct, ins[0]),), save_inputs=(0,))
 
 
@@ -377,7 +380,7 @@ def log(x: Any) -> Any:
     return bind(log_p, x)
 
 
-log1p_p = unary("log1p", lambda xp, x: xp.log1p(x), "inexact")
+log1p_p = unary("log1p", "log1p", "inexact")
 log1p_p.def_vjp(lambda ct, ins, out: (div(ct, add(ins[0], scalar(ct, 1))),), save_inputs=(0,))
 
 
@@ -386,7 +389,7 @@ def log1p(x: Any) -> Any:
     return bind(log1p_p, x)
 
 
-sqrt_p = unary("sqrt", lambda xp, x: xp.sqrt(x), "inexact")
+sqrt_p = unary("sqrt", "sqrt", "inexact")
 sqrt_p.def_vjp(lambda ct, ins, out: (div(mul(ct, scalar(ct, 0.5)), out),), save_output=True)
 
 
@@ -415,7 +418,7 @@ def rsqrt(x: Any) -> Any:
 
 # -- trigonometric and hyperbolic ------------------------------------------------------------
 
-sin_p = unary("sin", lambda xp, x: xp.sin(x), "inexact")
+sin_p = unary("sin", "sin", "inexact")
 sin_p.def_vjp(lambda ct, ins, out: (mul(ct, cos(ins[0])),), save_inputs=(0,))
 
 
@@ -424,7 +427,7 @@ def sin(x: Any) -> Any:
     return bind(sin_p, x)
 
 
-cos_p = unary("cos", lambda xp, x: xp.cos(x), "inexact")
+cos_p = unary("cos", "cos", "inexact")
 cos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, sin(ins[0]))),), save_inputs=(0,))
 
 
@@ -433,7 +436,7 @@ def cos(x: Any) -> Any:
     return bind(cos_p, x)
 
 
-tan_p = unary("tan", lambda xp, x: xp.tan(x), "inexact")
+tan_p = unary("tan", "tan", "inexact")
 tan_p.def_vjp(lambda ct, ins, out: (mul(ct, add(scalar(out, 1), mul(out, out))),),
               save_output=True)
 
@@ -443,7 +446,7 @@ def tan(x: Any) -> Any:
     return bind(tan_p, x)
 
 
-asin_p = unary("asin", lambda xp, x: xp.arcsin(x), "inexact")
+asin_p = unary("asin", "arcsin", "inexact")
 asin_p.def_vjp(lambda ct, ins, out: (mul(ct, _rsqrt_one_minus_square(ins[0])),),
                save_inputs=(0,))
 
@@ -459,7 +462,7 @@ def asin(x: Any) -> Any:
     return bind(asin_p, x)
 
 
-acos_p = unary("acos", lambda xp, x: xp.arccos(x), "inexact")
+acos_p = unary("acos", "arccos", "inexact")
 acos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, _rsqrt_one_minus_square(ins[0]))),),
                save_inputs=(0,))
 
@@ -469,7 +472,7 @@ def acos(x: Any) -> Any:
     return bind(acos_p, x)
 
 
-atan_p = unary("atan", lambda xp, x: xp.arctan(x), "inexact")
+atan_p = unary("atan", "arctan", "inexact")
 atan_p.def_vjp(lambda ct, ins, out: (div(ct, add(scalar(ct, 1), mul(ins[0], ins[0]))),),
                save_inputs=(0,))
 
@@ -479,7 +482,7 @@ def atan(x: Any) -> Any:
     return bind(atan_p, x)
 
 
-atan2_p = binary("atan2", lambda xp, y, x: xp.arctan2(y, x), "float")
+atan2_p = binary("atan2", "arctan2", "float")
 
 
 @atan2_p.def_vjp(save_inputs=(0, 1))
@@ -494,7 +497,7 @@ def atan2(y: Any, x: Any) -> Any:
     return bind(atan2_p, y, x)
 
 
-sinh_p = unary("sinh", lambda xp, x: xp.sinh(x), "inexact")
+sinh_p = unary("sinh", "sinh", "inexact")
 sinh_p.def_vjp(lambda ct, ins, out: (mul(ct, cosh(ins[0])),), save_inputs=(0,))
 
 
@@ -503,7 +506,7 @@ def sinh(x: Any) -> Any:
     return bind(sinh_p, x)
 
 
-cosh_p = unary("cosh", lambda xp, x: xp.cosh(x), "inexact")
+cosh_p = unary("cosh", "cosh", "inexact")
 cosh_p.def_vjp(lambda ct, ins, out: (mul(ct, sinh(ins[0])),), save_inputs=(0,))
 
 
@@ -512,7 +515,7 @@ def cosh(x: Any) -> Any:
     return bind(cosh_p, x)
 
 
-tanh_p = unary("tanh", lambda xp, x: xp.tanh(x), "inexact")
+tanh_p = unary("tanh", "tanh", "inexact")
 # ct * (1 - t*t) from the saved output t. Near saturation the rounding of t itself (an
 # absolute error of up to one ulp of 1) dominates either way; (1 - t) * (1 + t) would save
 # only the half-ulp rounding of t*t, at the cost of one more full-size operation.
@@ -670,7 +673,7 @@ def erf(x: Any) -> Any:
 
 # -- rounding ----------------------------------------------------------------------------------
 
-floor_p = unary("floor", lambda xp, x: xp.floor(x), "float")
+floor_p = unary("floor", "floor", "float")
 floor_p.def_zero_vjp()
 
 
@@ -679,7 +682,7 @@ def floor(x: Any) -> Any:
     return bind(floor_p, x)
 
 
-ceil_p = unary("ceil", lambda xp, x: xp.ceil(x), "float")
+ceil_p = unary("ceil", "ceil", "float")
 ceil_p.def_zero_vjp()
 
 
@@ -721,7 +724,7 @@ def round(x: Any, *, rounding_method: str = "half_to_even") -> Any:  # noqa: A00
     return bind(round_p, x, rounding_method=str(rounding_method))
 
 
-is_finite_p = unary("is_finite", lambda xp, x: xp.isfinite(x), "any", np.dtype(bool))
+is_finite_p = unary("is_finite", "isfinite", "any", np.dtype(bool))
 is_finite_p.def_zero_vjp()
 
 
@@ -757,16 +760,16 @@ def _logical(name: str, impl: Callable) -> tuple[Primitive, Callable]:
                            "dtypes, broadcasting).")
 
 
-eq_p, eq = _comparison("eq", lambda xp, x, y: xp.equal(x, y), "==")
-ne_p, ne = _comparison("ne", lambda xp, x, y: xp.not_equal(x, y), "!=")
-lt_p, lt = _comparison("lt", lambda xp, x, y: xp.less(x, y), "<")
-le_p, le = _comparison("le", lambda xp, x, y: xp.less_equal(x, y), "<=")
-gt_p, gt = _comparison("gt", lambda xp, x, y: xp.greater(x, y), ">")
-ge_p, ge = _comparison("ge", lambda xp, x, y: xp.greater_equal(x, y), ">=")
-and_p, and_ = _logical("and", lambda xp, x, y: xp.bitwise_and(x, y))
-or_p, or_ = _logical("or", lambda xp, x, y: xp.bitwise_or(x, y))
-xor_p, xor = _logical("xor", lambda xp, x, y: xp.bitwise_xor(x, y))
-not_p = unary("not", lambda xp, x: xp.invert(x), "logical")
+eq_p, eq = _comparison("eq", "equal", "==")
+ne_p, ne = _comparison("ne", "not_equal", "!=")
+lt_p, lt = _comparison("lt", "less", "<")
+le_p, le = _comparison("le", "less_equal", "<=")
+gt_p, gt = _comparison("gt", "greater", ">")
+ge_p, ge = _comparison("ge", "greater_equal", ">=")
+and_p, and_ = _logical("and", "bitwise_and")
+or_p, or_ = _logical("or", "bitwise_or")
+xor_p, xor = _logical("xor", "bitwise_xor")
+not_p = unary("not", "invert", "logical")
 not_p.def_zero_vjp()
 
 

@@ -72,7 +72,10 @@ class Primitive:
         self.abstract_eval = fn
         return fn
 
-    def def_impl(self, fn: Callable | None = None, *, backend: str = "generic") -> Any:
+    def def_impl(self, fn: Callable | str | None = None, *, backend: str = "generic") -> Any:
+        """Register an implementation: a rule ``fn(xp, *arrays, **params)``, or the name of
+        an array-module function taking the arrays (``"sin"`` is ``xp.sin``, called with no
+        Python frame of ours in between)."""
         if fn is None:
             return functools.partial(self.def_impl, backend=backend)
         self.impls[backend] = fn
@@ -125,21 +128,24 @@ class Primitive:
             return range(n_inputs)
         return range(*s.indices(n_inputs)) if type(s) is slice else ()
 
-    def impl_for(self, backend_name: str) -> Callable:
-        """The implementation to run on a backend (its own rule, else the generic one).
+    def impl_for(self, backend: Any) -> Callable:
+        """The implementation to run on a backend (its own rule, else the generic one), as a
+        callable of the arrays and parameters (the rule with the backend's ``xp`` bound).
 
         Raises:
             MissingRuleError: the primitive has no implementation for that backend.
         """
-        fn = self._impl_cache.get(backend_name)
+        fn = self._impl_cache.get(backend.name)
         if fn is None:
-            fn = self.impls.get(backend_name) or self.impls.get("generic")
-            if fn is None:
+            rule = self.impls.get(backend.name) or self.impls.get("generic")
+            if rule is None:
                 raise MissingRuleError(
-                    f"Primitive {self.name} has no implementation for the {backend_name} "
+                    f"Primitive {self.name} has no implementation for the {backend.name} "
                     f"backend. Register one with {self.name}_p.def_impl(fn, "
-                    f"backend={backend_name!r}) or a generic one with def_impl(fn).")
-            self._impl_cache[backend_name] = fn
+                    f"backend={backend.name!r}) or a generic one with def_impl(fn).")
+            fn = (getattr(backend.xp, rule) if isinstance(rule, str)
+                  else functools.partial(rule, backend.xp))
+            self._impl_cache[backend.name] = fn
         return fn
 
     def bind(self, *args: Any, **params: Any) -> Any:
