@@ -178,13 +178,26 @@ def _check_out_leaf(x: Any, fname: str) -> Any:
                     "values in the auxiliary output with has_aux=True.")
 
 
-def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str):
+def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str,
+             argnums: Sequence[int] | None = None):
     """Run ``f`` under a concrete trace.
+
+    With ``argnums`` (grad: the argument number of each primal), every input must be
+    floating-point.
 
     Returns (trace, VJP records, outputs, out_tree, aux, in_tree, input leaves).
     """
     leaves, in_tree = tree.flatten(primals)
     leaves = [_as_input(x, fname) for x in leaves]
+    if argnums is not None:
+        for j, leaf in enumerate(leaves):
+            if not INEXACT_DTYPES[leaf.dtype]:
+                counts = [len(tree.leaves(p)) for p in primals]
+                arg = argnums[int(np.searchsorted(np.cumsum(counts), j, side="right"))]
+                raise GradError(
+                    f"{fname}: argument {arg} has a leaf of dtype {leaf.dtype} "
+                    f"({abstractify(leaf)}); grad differentiates only floating-point "
+                    "inputs. Convert it with x.astype(float), or leave it out of argnums.")
     with ConcreteTraceBuilder(fname) as b:
         tracers = [b.new_input(x) for x in leaves]
         out = f(*tree.unflatten(in_tree, tracers))
@@ -306,14 +319,6 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
                             "differentiate positionally.")
         idx = [i % len(args) for i in nums]
         diff = tuple(args[i] for i in idx)
-        for i, a in zip(nums, diff):
-            for leaf in tree.leaves(a):
-                leaf = _as_input(leaf, fname)
-                if not INEXACT_DTYPES[leaf.dtype]:
-                    raise GradError(
-                        f"{fname}: argument {i} has a leaf of dtype {leaf.dtype} "
-                        f"({abstractify(leaf)}); grad differentiates only floating-point "
-                        "inputs. Convert it with x.astype(float), or leave it out of argnums.")
 
         def f_diff(*d: Any) -> Any:
             full = list(args)
@@ -321,7 +326,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
                 full[i] = a
             return f(*full, **kwargs)
 
-        trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f_diff, diff, has_aux, fname)
+        trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f_diff, diff, has_aux, fname,
+                                                                    argnums=nums)
         if len(outs) != 1 or out_tree != _ONE_LEAF:
             raise GradError(f"{fname} needs the function to return one scalar array, but it "
                             f"returned {tree.unflatten(out_tree, [abstractify(o) for o in outs])}"
