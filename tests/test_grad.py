@@ -497,3 +497,25 @@ def test_cotangent_of_wrong_structure_raises() -> None:
     _, f_vjp = functx.vjp(lambda x: (x, x * 2.0), np.ones(3))
     with pytest.raises(GradError, match="structure"):
         f_vjp(np.ones(3))
+
+
+def test_backward_pass_from_vjp_records_of_an_evaluated_trace() -> None:
+    """vjp_records builds, from any evaluated trace, the records concrete tracing keeps:
+    the backward pass over them gives grad's gradient."""
+    from functx.transforms.grad import backward_pass, vjp_records
+
+    def f(x, w):
+        return fnp.sum(fnp.tanh(x @ w) * fnp.exp(w[0]))
+
+    x, w = np.linspace(-1, 1, 6).reshape(2, 3), np.linspace(0.1, 0.9, 9).reshape(3, 3)
+    trace = functx.make_trace(f)(x, w)
+    env = dict(zip(trace.in_vars, (x, w)))
+    env.update(zip(trace.const_vars, trace.const_values))
+    for e in trace.eqns:
+        ins = [a.value if isinstance(a, functx.Literal) else env[a] for a in e.inputs]
+        out = functx.bind(e.prim, *ins, **e.params)
+        env.update(zip(e.outputs, out if e.prim.multiple_results else (out,)))
+    cts = backward_pass(trace, vjp_records(trace, env), [np.ones(())])
+    want = functx.grad(f, argnums=(0, 1))(x, w)
+    for got, expected in zip(cts, want):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
