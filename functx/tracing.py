@@ -91,13 +91,15 @@ class Tracer:
     called on a tracer dispatch to ``functx.numpy`` where it has the same function.
     """
 
-    __slots__ = ("_builder", "_var", "_value")
+    __slots__ = ("_builder", "_var", "_value", "_tangent")
     __array_priority__ = 1000
 
-    def __init__(self, builder: "TraceBuilder", var: Var, value: Any = None) -> None:
+    def __init__(self, builder: "TraceBuilder", var: Var, value: Any = None,
+                 tangent: Any = None) -> None:
         self._builder = builder
         self._var = var
         self._value = value
+        self._tangent = tangent  # forward mode: the tangent carried with the value
 
     # -- abstract value --
     @property
@@ -527,6 +529,7 @@ CHECK_EAGER = False  # tests turn this on: eager results are checked against abs
 CHECK_TRACES = False  # tests turn this on: every finished trace is type-checked
 _BY_TYPE = backends._BY_TYPE
 _CPU = backends.CPU
+_MIXED = backends.MIXED
 _ndarray = np.ndarray
 
 
@@ -554,7 +557,7 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
             if backend is None:
                 backend = b
             elif b is not backend:
-                backends.backend_of_args(args, prim.name)  # raises DeviceError
+                backend = _MIXED  # resolved below: 0-d host values join the device, or error
     if builder is not None:
         if not builder.active:
             for a in args:
@@ -563,6 +566,8 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
         return builder.process(prim, args, params)
     if backend is None:
         backend = _CPU
+    elif backend is _MIXED:
+        backend, args = backends.resolve_mixed(args, prim.name)
     impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend)
     try:
         out = impl(*args, **params)

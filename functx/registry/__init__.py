@@ -14,7 +14,23 @@ one operation:
   ``save_output``); ``ins[i]``/``out`` hold values where declared and only the abstract value
   (which has ``.shape``/``.dtype``/``.ndim``) elsewhere, so the backward pass keeps nothing else
   alive. Rules are written with functx operations, so they are differentiable themselves;
-* ``jvp`` and ``batch``: forward-mode and batching rules (later transforms fill these in).
+* ``jvp``: the forward-mode rule ``fn(tangents, primals, out, **params)``. ``tangents`` has
+  one entry per input: an array shaped and typed like that input, or None for a zero tangent
+  (always None for integer and bool inputs); ``primals`` are the input values and ``out`` the
+  primal output (a list for ``multiple_results``). It returns the output tangent, shaped and
+  typed like ``out`` (a list for ``multiple_results``), or None for a zero tangent. Optional:
+  without it, forward mode transposes the VJP rule (``J t`` is the VJP of ``ct -> J^T ct``),
+  which is exact but costs about twice as much;
+* ``batch``: the batching rule ``fn(args, dims, **params) -> (out, out_dim)``. ``dims[i]`` is
+  the axis of ``args[i]`` that carries the batch (a non-negative int), or None where
+  ``args[i]`` is not batched (at least one is). ``out_dim`` says where the batch is in the
+  result: an int, or None if the result is not batched (a list for ``multiple_results``).
+  Rules move the batch axis only when they must (``functx.primitives._batching`` has the
+  helpers). Optional: without it, ``vmap`` loops over the batch and stacks, with a warning.
+
+Every rule is written with functx operations (primitives' ``bind``, ``functx.numpy``), never
+with raw NumPy on its arguments, so rules compose with every transform: the values they get
+may be tracers of an enclosing transform.
 
 Users define their own primitives with the same API the library uses::
 
@@ -40,7 +56,8 @@ class Primitive:
     """One operation of the IR with all of its rules. See the module docstring."""
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
-                 "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "jvp", "batch",
+                 "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
+                 "batch",
                  "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -59,6 +76,9 @@ class Primitive:
         self.save_output = False
         self.vjp_selective = False
         self.has_zero_vjp = False  # the VJP rule is the zero rule (def_zero_vjp)
+        # multiple_results only: the VJP rule takes None for outputs whose cotangent is zero
+        # (instead of zeros made for it)
+        self.none_cts = False
         self.jvp: Callable | None = None
         self.batch: Callable | None = None
         self._impl_cache: dict[str, Callable] = {}
@@ -112,10 +132,14 @@ class Primitive:
         self.def_vjp(_zero_vjp)
 
     def def_jvp(self, fn: Callable) -> Callable:
+        """Register the forward-mode rule ``fn(tangents, primals, out, **params)`` (see the
+        module docstring); returns ``fn`` so it can be used as a decorator."""
         self.jvp = fn
         return fn
 
     def def_batch(self, fn: Callable) -> Callable:
+        """Register the batching rule ``fn(args, dims, **params) -> (out, out_dim)`` (see the
+        module docstring); returns ``fn`` so it can be used as a decorator."""
         self.batch = fn
         return fn
 
@@ -189,7 +213,7 @@ class Registry:
                 "impl[cpu]": "yes" if "cpu" in p.impls else ("generic" if "generic" in p.impls else ""),
                 "impl[cuda]": "yes" if "cuda" in p.impls else ("generic" if "generic" in p.impls else ""),
                 "vjp": ("zero" if p.has_zero_vjp else "yes") if p.vjp else "",
-                "jvp": "yes" if p.jvp else "",
+                "jvp": "yes" if p.jvp else ("zero" if p.has_zero_vjp else ""),
                 "batch": "yes" if p.batch else "",
             }
         return table
