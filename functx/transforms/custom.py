@@ -202,6 +202,7 @@ class custom_vjp:
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
+        self._in_fwd = 0  # > 0 while this function's fwd runs
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> "custom_vjp":
         """Set the forward function (returning ``(out, residuals)``) and the backward one."""
@@ -216,7 +217,7 @@ class custom_vjp:
                               f"{name}.defvjp(fwd, bwd) before using it.")
         static, diff, diff_idx = _split(args, self.nondiff_argnums)
         leaves, in_tree = tree.flatten(diff)
-        if not _has_tracer(leaves):
+        if self._in_fwd or not _has_tracer(leaves):
             return self.fun(*args)
         leaves = [_leaf_array(x, name, "an argument") for x in leaves]
         in_avals = [abstractify(x) for x in leaves]
@@ -231,7 +232,12 @@ class custom_vjp:
             return [_leaf_array(x, name, "the output") for x in out_leaves]
 
         def fwd_flat(*xs: Any) -> tuple:
-            res = user_fwd(*rebuild(xs))
+            # fwd usually calls the function itself: inside fwd that is the plain function
+            self._in_fwd += 1
+            try:
+                res = user_fwd(*rebuild(xs))
+            finally:
+                self._in_fwd -= 1
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise GradError(f"{name}: fwd must return a pair (output, residuals) but "
                                 f"returned a {type(res).__name__}.")

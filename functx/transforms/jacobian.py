@@ -121,12 +121,18 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         basis, _ = _std_basis(leaves)
         in_avals = [abstractify(x) for x in leaves]
 
+        aux_box: list = []
+
         def push(*ts: Any) -> Any:
             res = jvp(f_partial, dyn, tree.unflatten(in_tree, list(ts)), has_aux=has_aux)
-            return (res[1], res[2]) if has_aux else res[1]
+            if has_aux:
+                # The primal computation (aux included) runs on concrete values, outside the
+                # batch: aux is returned as it is, like the output of f.
+                aux_box.append(res[2])
+            return res[1]
 
-        out = vmap(push, out_axes=(-1, None) if has_aux else -1)(*basis)
-        jac, aux = out if has_aux else (out, None)
+        jac = vmap(push, out_axes=-1)(*basis)
+        aux = aux_box[0] if has_aux else None
         sub_tree = tree.structure(dyn[0]) if isinstance(argnums, int) else in_tree
         n0 = len(tree.leaves(dyn[0])) if isinstance(argnums, int) else None
         avals = in_avals[:n0] if n0 is not None else in_avals
