@@ -142,6 +142,15 @@ def _custom_vjp_vjp(cts: list, ins: tuple, out: list, *, call: VjpCall) -> tuple
     return tuple(in_cts)
 
 
+@custom_vjp_call_p.def_jvp
+def _custom_vjp_jvp(tangents: tuple, primals: tuple, out: list, *, call: VjpCall) -> Any:
+    # Forward mode through a user VJP: transpose it (exact when bwd is linear in the
+    # cotangent and written with functx operations, which a VJP is).
+    from functx.transforms.jvp import jvp_from_vjp
+
+    return jvp_from_vjp(custom_vjp_call_p, tangents, primals, out, {"call": call})
+
+
 @custom_vjp_call_p.def_batch
 def _custom_vjp_batch(args: tuple, dims: tuple, *, call: VjpCall) -> tuple:
     from functx.transforms.vmap import vmap
