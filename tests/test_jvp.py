@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import functx as fx
+from functx.registry import Registry
 import functx.numpy as fnp
 from functx import tree
 
@@ -285,7 +286,7 @@ def test_jacfwd_and_jacrev_of_tall_and_wide_maps_agree() -> None:
 
 
 def test_forward_mode_uses_transposed_vjp_for_a_primitive_without_jvp_rule() -> None:
-    p = fx.Primitive("test_cube_no_jvp")
+    p = fx.Primitive("test_cube_no_jvp", registry=Registry())
     p.def_abstract_eval(lambda x: x)
     p.def_impl(lambda xp, x: x ** 3)
     p.def_vjp(lambda ct, ins, out: (3 * ins[0] ** 2 * ct,), save_inputs=(0,))
@@ -300,7 +301,7 @@ def test_check_grads_catches_a_wrong_rule() -> None:
     from functx.test_util import check_grads
 
     check_grads(_trig, (np.array([0.1, 0.7]),), order=3)
-    p = fx.Primitive("test_wrong_vjp")
+    p = fx.Primitive("test_wrong_vjp", registry=Registry())
     p.def_abstract_eval(lambda x: x)
     p.def_impl(lambda xp, x: xp.sin(x))
     p.def_vjp(lambda ct, ins, out: (fnp.cos(ins[0]) * ct * 1.01,), save_inputs=(0,))
