@@ -8,7 +8,21 @@ Example:
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
 from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
 from functx import tree
-from functx.backends import Backend, backends, get_backend
+from functx.backends import (
+    Backend,
+    Device,
+    backends,
+    default_device,
+    device_of,
+    device_put,
+    devices,
+    from_dlpack,
+    get_backend,
+    get_default_device,
+    memory_stats,
+    reset_peak_memory_stats,
+    to_numpy,
+)
 from functx.errors import (
     ConcretizationError,
     DeviceError,
@@ -24,15 +38,30 @@ from functx.primitives.misc import stop_gradient
 from functx.registry import REGISTRY as registry
 from functx.registry import Primitive
 from functx.tracing import Tracer, bind, eval_shape, make_trace
+from functx.transforms.custom import custom_jvp, custom_vjp
 from functx.transforms.grad import grad, value_and_grad, vjp
+from functx.transforms.jacobian import hessian, jacfwd, jacrev
+from functx.transforms.jvp import jvp, linearize
+from functx.transforms.vmap import vmap
 from functx.transforms.interpret import eval_trace
+from functx import checkpoint_policies
+from functx import nn
+from functx import random
+from functx.primitives.checkpoint import checkpoint_name, is_recomputing
+from functx.transforms.checkpoint import (checkpoint, checkpoint_sequential,
+                                          print_saved_residuals, remat, saved_residuals)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AbstractArray", "Backend", "ConcretizationError", "DTypeError", "DeviceError", "Eqn",
+    "checkpoint", "checkpoint_name", "checkpoint_policies", "checkpoint_sequential",
+    "is_recomputing", "print_saved_residuals", "remat", "saved_residuals",
+    "AbstractArray", "Backend", "ConcretizationError", "DTypeError", "Device", "DeviceError",
+    "Eqn", "default_device", "device_of", "device_put", "devices", "from_dlpack",
+    "get_default_device", "memory_stats", "reset_peak_memory_stats", "to_numpy",
     "FunctxError", "GradError", "Literal", "MissingRuleError", "Primitive", "ShapeDtype",
     "ShapeError", "Trace", "Tracer", "TracerLeakError", "Var", "backends", "bind",
-    "eval_shape", "eval_trace", "get_backend", "grad", "make_trace", "registry",
-    "stop_gradient", "tree", "typecheck", "value_and_grad", "vjp",
+    "custom_jvp", "custom_vjp", "eval_shape", "eval_trace", "get_backend", "grad", "hessian",
+    "jacfwd", "jacrev", "jvp", "linearize", "make_trace", "nn", "random", "registry",
+    "stop_gradient", "tree", "typecheck", "value_and_grad", "vjp", "vmap",
 ]

@@ -223,7 +223,7 @@ def test_vmap_composes_with_vjp(spec: PrimSpec, data: Any) -> None:
         per = [c[i] for c in loop]
         want = (np.sum(per, axis=0) if axes[i] is None
                 else np.stack(per, axis=axes[i]))
-        np.testing.assert_allclose(cts[i], want, rtol=max(1e-9, 10 * spec.rtol), atol=1e-10,
+        np.testing.assert_allclose(cts[i], want, rtol=max(1e-9, 100 * spec.rtol), atol=1e-10,
                                    err_msg=f"{spec.id}: vjp(vmap) argument {i}")
 
 

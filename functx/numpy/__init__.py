@@ -24,6 +24,12 @@ from functx.numpy import (  # noqa: E402
 __all__ = sorted({name for m in (_promotion, _ufuncs, _reductions, _creation, _shape,
                                  _indexing, _linalg) for name in m.__all__})
 
+# Complex parts (their primitives live with the FFT's) and the functx.numpy.fft submodule.
+from functx.primitives.complex import conj, conjugate, imag, real  # noqa: E402,F401
+from functx.numpy import fft  # noqa: E402,F401
+
+__all__ = sorted(set(__all__) | {"conj", "conjugate", "imag", "real"})
+
 import sys as _sys  # noqa: E402
 
 import functx.tracing as _tracing  # noqa: E402

@@ -1,8 +1,10 @@
 """Array creation: zeros, ones, full, eye, arange, linspace... and the constants pi, e, inf, nan.
 
-Creation functions with static arguments return read-only NumPy arrays made by
-``functx.numpy._promotion._host_array`` (the one place host arrays are created; a default
-device will be added there). ``full``/``full_like`` with a traced fill value broadcast the
+Creation functions with static arguments make their arrays on the default device
+(``functx.default_device``, the CPU unless set): read-only NumPy arrays made by
+``functx.numpy._promotion._host_array`` on the CPU, CuPy arrays on CUDA. ``*_like`` functions
+make them on the device of their argument (the default device for Python scalars and
+abstract tracers). ``full``/``full_like`` with a traced fill value broadcast the
 tracer, and ``linspace`` with traced ``start``/``stop`` is built from primitives, so both
 are differentiable. The default dtype is float64, as in NumPy.
 
@@ -12,7 +14,10 @@ Differences from NumPy:
       is unknown raises ConcretizationError.
     * ``linspace`` always uses ``start + i * step`` (NumPy switches to ``i / div * delta`` when
       ``step`` underflows to 0); the last value is exactly ``stop`` when ``endpoint``.
-    * ``order=``, ``like=`` and ``device=`` are accepted and ignored (C order, host arrays).
+    * ``order=`` and ``like=`` are accepted and ignored (C order); ``device=`` (a
+      ``functx.Device`` or a string such as ``"cuda"``) overrides the default device.
+    * ``linspace`` is computed on the device of ``start``/``stop`` (the CPU for Python
+      numbers), not on the default device.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from functx import backends as _backends
 from functx.numpy import _shape as _fshape
 from functx.numpy._promotion import _host_array, asarray, astype, is_tracer, result_type
 from functx.primitives import elementwise as _ew
@@ -41,22 +47,63 @@ def _shape_tuple(shape: Any) -> tuple[builtins.int, ...]:
     return (operator.index(shape),)
 
 
+def _target(device: Any) -> _backends.Backend:
+    """The backend new arrays go to: ``device``'s, else the default device's."""
+    if device is None:
+        return _backends.default_backend()
+    return _backends.as_device(device).backend
+
+
+def _new(device: Any, make: Any) -> Any:
+    """``make(xp)`` with the array module of the target device: a read-only NumPy array on
+    the CPU, else an array of that backend (made on its current device, which
+    ``functx.default_device`` sets)."""
+    b = _target(device)
+    if b is _backends.CPU:
+        return _host_array(make(np))
+    if isinstance(device, (str, _backends.Device)):
+        with b.use_device(_backends.as_device(device).id):
+            return make(b.xp)
+    return make(b.xp)
+
+
+def _placed(device: Any, host: np.ndarray) -> Any:
+    """A host array made with NumPy (for NumPy's exact dtype rules), on the target device."""
+    b = _target(device)
+    if b is _backends.CPU:
+        return _host_array(host)
+    dev = _backends.as_device(device) if device is not None else _backends.get_default_device()
+    return b.put(host, dev.id)
+
+
+def _like_device(a: Any, device: Any) -> Any:
+    """The device ``*_like`` functions create on: ``device``, else ``a``'s, else None (the
+    default device)."""
+    if device is not None:
+        return device
+    return _backends.device_of(a)
+
+
 def zeros(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
-          device: Any = None) -> np.ndarray:
-    """A read-only array of zeros (default dtype float64)."""
-    return _host_array(np.zeros(_shape_tuple(shape), dtype=dtype))
+          device: Any = None) -> Any:
+    """An array of zeros (default dtype float64) on the default device (read-only on the
+    CPU)."""
+    shape = _shape_tuple(shape)
+    return _new(device, lambda xp: xp.zeros(shape, dtype=dtype))
 
 
 def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None,
-         device: Any = None) -> np.ndarray:
-    """A read-only array of ones (default dtype float64)."""
-    return _host_array(np.ones(_shape_tuple(shape), dtype=dtype))
+         device: Any = None) -> Any:
+    """An array of ones (default dtype float64) on the default device (read-only on the
+    CPU)."""
+    shape = _shape_tuple(shape)
+    return _new(device, lambda xp: xp.ones(shape, dtype=dtype))
 
 
 def empty(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
           device: Any = None) -> np.ndarray:
     """Same as :func:`zeros` (functx arrays are never uninitialised)."""
-    return zeros(shape, dtype)
+    return zeros(shape, dtype, device=device)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
@@ -65,7 +112,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
 
     The dtype defaults to the fill value's (a Python float gives float64). A traced fill
     value is broadcast with primitives (so gradients flow back to it); otherwise the
-    result is a read-only NumPy array.
+    result is a new array on the default device (read-only on the CPU).
     """
     shape = _shape_tuple(shape)
     if is_tracer(fill_value):
@@ -73,7 +120,14 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
         return _fshape.broadcast_to(value, shape)
     if isinstance(fill_value, (list, tuple)) and builtins.any(map(is_tracer, fill_value)):
         return full(shape, asarray(fill_value, dtype))
-    return _host_array(np.full(shape, fill_value, dtype=dtype))
+    if _backends.backend_of(fill_value) not in (None, _backends.CPU):  # a device array
+        return _fshape.broadcast_to(fill_value if dtype is None else astype(fill_value, dtype),
+                                    shape)
+    if isinstance(fill_value, (builtins.bool, builtins.int, builtins.float, builtins.complex,
+                               np.generic)) and _target(device) is not _backends.CPU:
+        dt = np.full((), fill_value, dtype=dtype).dtype  # NumPy's dtype rules
+        return _new(device, lambda xp: xp.full(shape, fill_value, dtype=dt))
+    return _placed(device, np.full(shape, fill_value, dtype=dtype))
 
 
 def _like_shape(a: Any, shape: Any) -> tuple[builtins.int, ...]:
@@ -91,33 +145,36 @@ def _like_dtype(a: Any, dtype: Any) -> np.dtype:
 
 def zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: builtins.bool = True,
                shape: Any = None, *, device: Any = None) -> np.ndarray:
-    """Zeros with the shape and dtype of ``a`` (a tracer's shape is known, so this is a
-    constant even inside transforms)."""
-    return zeros(_like_shape(a, shape), _like_dtype(a, dtype))
+    """Zeros with the shape and dtype of ``a``, on ``a``'s device (a tracer's shape is
+    known, so this is a constant even inside transforms)."""
+    return zeros(_like_shape(a, shape), _like_dtype(a, dtype), device=_like_device(a, device))
 
 
 def ones_like(a: Any, dtype: Any = None, order: str = "K", subok: builtins.bool = True,
               shape: Any = None, *, device: Any = None) -> np.ndarray:
-    """Ones with the shape and dtype of ``a`` (a constant even inside transforms)."""
-    return ones(_like_shape(a, shape), _like_dtype(a, dtype))
+    """Ones with the shape and dtype of ``a``, on ``a``'s device (a constant even inside
+    transforms)."""
+    return ones(_like_shape(a, shape), _like_dtype(a, dtype), device=_like_device(a, device))
 
 
 def empty_like(prototype: Any, dtype: Any = None, order: str = "K", subok: builtins.bool = True,
                shape: Any = None, *, device: Any = None) -> np.ndarray:
     """Same as :func:`zeros_like`."""
-    return zeros_like(prototype, dtype, shape=shape)
+    return zeros_like(prototype, dtype, shape=shape, device=device)
 
 
 def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K",
               subok: builtins.bool = True, shape: Any = None, *, device: Any = None) -> Any:
-    """An array with the shape and dtype of ``a`` filled with ``fill_value`` (may be traced)."""
-    return full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype))
+    """An array with the shape and dtype of ``a`` filled with ``fill_value`` (may be traced),
+    on ``a``'s device."""
+    return full(_like_shape(a, shape), fill_value, _like_dtype(a, dtype),
+                device=_like_device(a, device))
 
 
 def eye(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float,
         order: str = "C", *, like: Any = None, device: Any = None) -> np.ndarray:
     """An ``N x M`` array with ones on the ``k``-th diagonal and zeros elsewhere."""
-    return _host_array(np.eye(N, M, k, dtype=dtype))
+    return _placed(device, np.eye(N, M, k, dtype=dtype))
 
 
 def identity(n: builtins.int, dtype: Any = None, *, like: Any = None) -> np.ndarray:
@@ -128,7 +185,7 @@ def identity(n: builtins.int, dtype: Any = None, *, like: Any = None) -> np.ndar
 def tri(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float, *,
         like: Any = None) -> np.ndarray:
     """An ``N x M`` array with ones at and below the ``k``-th diagonal, zeros elsewhere."""
-    return _host_array(np.tri(N, M, k, dtype=dtype))
+    return _placed(None, np.tri(N, M, k, dtype=dtype))
 
 
 def _concrete_number(x: Any) -> Any:
@@ -149,7 +206,7 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
     args = [_concrete_number(v) for v in (start, stop, step) if v is not None]
     if stop is None and step is not None:
         args = [0] + args
-    return _host_array(np.arange(*args, dtype=dtype))
+    return _placed(device, np.arange(*args, dtype=dtype))
 
 
 def linspace(start: Any, stop: Any, num: builtins.int = 50, endpoint: builtins.bool = True,

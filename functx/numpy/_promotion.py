@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from functx.backends import _BY_TYPE, CPU as _CPU
 from functx.ir import AbstractArray
 from functx.tracing import Tracer
 
@@ -70,6 +71,12 @@ def check_no_out(name: str, out: Any) -> None:
     if out is not None:
         raise TypeError(f"functx.numpy.{name} does not support out=: functx values are "
                         f"immutable. Use the returned value instead (y = fnp.{name}(...)).")
+
+
+def _on_device(x: Any) -> builtins.bool:
+    """Whether ``x`` is an array of a non-CPU backend (a CuPy array...)."""
+    b = _BY_TYPE.get(type(x))
+    return b is not None and b is not _CPU
 
 
 def _host_array(a: Any, dtype: Any = None) -> np.ndarray:
@@ -183,6 +190,8 @@ def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None) -
     """
     if is_tracer(a):
         return a if dtype is None else astype(a, dtype)
+    if _on_device(a):  # a device (e.g. CUDA) array stays on its device
+        return a if dtype is None or np.dtype(dtype) == a.dtype else _convert(a, np.dtype(dtype))
     if isinstance(a, (list, tuple)):
         return _from_sequence(a, dtype)
     if isinstance(a, np.ndarray) and dtype is not None and np.dtype(dtype) != a.dtype:
@@ -212,6 +221,8 @@ def astype(x: Any, dtype: Any, /, *, copy: builtins.bool = True, device: Any = N
         if x.dtype == dt and not x.weak_type:
             return x
         return _convert(x, dt)
+    if _on_device(x):
+        return x if x.dtype == dt else _convert(x, dt)
     if not isinstance(x, np.ndarray):
         x = _host_array(x)
     return _host_array(x) if x.dtype == dt else _convert(x, dt)
@@ -265,7 +276,7 @@ def fast_common_dtype(args: tuple) -> np.dtype | None:
     scalars = False
     for a in args:
         t = type(a)
-        if t is np.ndarray or (t is Tracer and not a._var.aval.weak_type):
+        if t is np.ndarray or (t is Tracer and not a._var.aval.weak_type) or t in _BY_TYPE:
             if dt is None:
                 dt = a.dtype
             elif a.dtype != dt:

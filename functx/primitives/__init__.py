@@ -9,5 +9,9 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     shape,
     indexing,
     linalg,
+    conv,
     misc,
+    bits,
+    checkpoint,
+    fft,  # (imports complex: real, imag, conj)
 )

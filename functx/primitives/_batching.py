@@ -144,13 +144,3 @@ def batch_at(x: Any, d: int | None, dst: int, size: int) -> Any:
     shape = tuple(shape_of(x))
     return _shape.broadcast_in_dim(x, shape[:dst] + (size,) + shape[dst:],
                                    tuple(i + (i >= dst) for i in range(len(shape))))
-
-
-def materialize_at(x: Any, d: int | None, dst: int, size: int) -> Any:
-    """``x`` with its batch axis at ``dst``; an unbatched ``x`` (``d`` None) is broadcast to
-    a batch of ``size`` there directly (one ``broadcast_in_dim``, no transpose)."""
-    if d is not None:
-        return moveaxis(x, d, dst)
-    shape = tuple(shape_of(x))
-    return _shape.broadcast_in_dim(x, shape[:dst] + (size,) + shape[dst:],
-                                   tuple(i + (i >= dst) for i in range(len(shape))))

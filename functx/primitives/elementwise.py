@@ -13,6 +13,14 @@ Numerics: implementations avoid spurious floating-point warnings for inputs insi
 function's domain, and VJP rules are written for accuracy (``tanh``, ``sqrt``, ``rsqrt``,
 ``expm1``, ``logistic`` read their output; ``erf``'s derivative evaluates ``exp(-x*x)``
 without the rounding error of ``x*x``).
+
+Forward mode: every differentiable primitive has a JVP rule written like its VJP rule (the
+same partial derivatives, the same saved-output forms for accuracy) and returning None where
+every tangent is None or the output is integer-valued; a tangent of a broadcast operand is
+broadcast to the output's shape. Primitives with the zero VJP (comparisons, rounding,
+``sign``...) have no JVP rule: forward mode gives them a zero tangent. Every primitive has a
+batching rule: the family is elementwise, so the primitive applies to batched operands as it
+is (``functx.primitives._batching.unary_batch`` / ``elementwise_batch``).
 """
 from __future__ import annotations
 
@@ -24,10 +32,18 @@ from typing import Any, Callable
 
 import numpy as np
 
+from functx import _cuda_impls
 from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
+from functx.primitives._batching import (
+    add_tangents,
+    broadcast_to_shape,
+    elementwise_batch,
+    linear_jvp,
+    unary_batch,
+)
 from functx.primitives._util import broadcast_shapes, fmt, is_float, same_dtypes, shape_of
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -146,10 +162,26 @@ def _dtype_of(x: Any) -> np.dtype:
     return np.dtype(dt) if dt is not None else np.asarray(x).dtype
 
 
+def _fit(t: Any, out: Any) -> Any:
+    """A tangent (or None) broadcast to the shape of the primal output ``out``."""
+    return None if t is None else broadcast_to_shape(t, shape_of(out))
+
+
+def unary_jvp(fn: Callable) -> Callable:
+    """The JVP rule of a unary primitive from ``fn(t, x, out) -> tangent`` (``t`` not None):
+    None stays None."""
+    def rule(tangents, primals, out, **params):
+        t = tangents[0]
+        return None if t is None else fn(t, primals[0], out)
+    return rule
+
+
 # -- arithmetic ------------------------------------------------------------------------------
 
 neg_p = unary("neg", "negative", "number")
 neg_p.def_vjp(lambda ct, ins, out: (neg(ct),))
+neg_p.def_jvp(linear_jvp(neg_p))
+neg_p.def_batch(unary_batch(neg_p))
 
 
 def neg(x: Any) -> Any:
@@ -159,6 +191,8 @@ def neg(x: Any) -> Any:
 
 abs_p = unary("abs", "abs", "ordered")
 abs_p.def_vjp(lambda ct, ins, out: (mul(ct, sign(ins[0])),), save_inputs=(0,))
+abs_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, sign(x))))
+abs_p.def_batch(unary_batch(abs_p))
 
 
 def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
@@ -168,6 +202,7 @@ def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
 
 sign_p = unary("sign", "sign", "real")
 sign_p.def_zero_vjp()
+sign_p.def_batch(unary_batch(sign_p))
 
 
 def sign(x: Any) -> Any:
@@ -179,6 +214,8 @@ add_p = binary("add", "add")
 add_p.def_vjp(lambda ct, ins, out, needs: (
     unbroadcast(ct, ins[0]) if needs[0] else None,
     unbroadcast(ct, ins[1]) if needs[1] else None), selective=True)
+add_p.def_jvp(lambda tangents, primals, out: _fit(add_tangents(*tangents), out))
+add_p.def_batch(elementwise_batch(add_p))
 
 
 def add(x: Any, y: Any) -> Any:
@@ -190,6 +227,17 @@ sub_p = binary("sub", "subtract", "number")
 sub_p.def_vjp(lambda ct, ins, out, needs: (
     unbroadcast(ct, ins[0]) if needs[0] else None,
     unbroadcast(neg(ct), ins[1]) if needs[1] else None), selective=True)
+
+
+@sub_p.def_jvp
+def _sub_jvp(tangents, primals, out):
+    tx, ty = tangents
+    if ty is None:
+        return _fit(tx, out)
+    return _fit(neg(ty), out) if tx is None else sub(tx, ty)
+
+
+sub_p.def_batch(elementwise_batch(sub_p))
 
 
 def sub(x: Any, y: Any) -> Any:
@@ -205,6 +253,15 @@ def _mul_vjp(ct, ins, out, needs):
     x, y = ins
     return (unbroadcast(mul(ct, y), x) if needs[0] else None,
             unbroadcast(mul(ct, x), y) if needs[1] else None)
+
+
+@mul_p.def_jvp
+def _mul_jvp(tangents, primals, out):
+    (tx, ty), (x, y) = tangents, primals
+    return add_tangents(None if tx is None else mul(tx, y), None if ty is None else mul(x, ty))
+
+
+mul_p.def_batch(elementwise_batch(mul_p))
 
 
 def mul(x: Any, y: Any) -> Any:
@@ -228,6 +285,19 @@ def _div_vjp(ct, ins, out, needs):
             unbroadcast(neg(mul(ct_x, out)), ins[1]) if needs[1] else None)
 
 
+@div_p.def_jvp
+def _div_jvp(tangents, primals, out):
+    # d(x / y) = (tx - out * ty) / y. Integer division has no tangents (they are None).
+    (tx, ty), y = tangents, primals[1]
+    if ty is None:
+        return None if tx is None else div(tx, y)
+    num = mul(out, ty)
+    return div(neg(num) if tx is None else sub(tx, num), y)
+
+
+div_p.def_batch(elementwise_batch(div_p))
+
+
 def div(x: Any, y: Any) -> Any:
     """``x / y``: true division for floating-point, floor division (NumPy's ``//``) for
     integers (where ``y == 0`` the integer result is 0, with NumPy's warning)."""
@@ -242,6 +312,18 @@ def _rem_vjp(ct, ins, out):
     # rem(x, y) = x - floor(x / y) * y, piecewise linear in both operands.
     x, y = ins
     return unbroadcast(ct, x), unbroadcast(neg(mul(ct, floor(div(x, y)))), y)
+
+
+@rem_p.def_jvp
+def _rem_jvp(tangents, primals, out):
+    (tx, ty), (x, y) = tangents, primals
+    if ty is None:
+        return _fit(tx, out)
+    ty_term = mul(ty, floor(div(x, y)))
+    return neg(ty_term) if tx is None else sub(tx, ty_term)
+
+
+rem_p.def_batch(elementwise_batch(rem_p))
 
 
 def rem(x: Any, y: Any) -> Any:
@@ -270,6 +352,26 @@ def _pow_vjp(ct, ins, out):
     y_safe = select(and_(x_zero, eq(y, zero)), one, y)
     jac_x = mul(y, pow(x, sub(y_safe, one)))
     return unbroadcast(mul(ct, jac_x), x), unbroadcast(mul(ct, jac_y), y)
+
+
+@pow_p.def_jvp
+def _pow_jvp(tangents, primals, out):
+    # The VJP's partial derivatives, with the same safe forms at x == 0.
+    (tx, ty), (x, y) = tangents, primals
+    if tx is None and ty is None:
+        return None
+    zero, one = scalar(out, 0), scalar(out, 1)
+    x_zero = eq(x, zero)
+    t_x = t_y = None
+    if tx is not None:
+        y_safe = select(and_(x_zero, eq(y, zero)), one, y)
+        t_x = mul(tx, mul(y, pow(x, sub(y_safe, one))))
+    if ty is not None:
+        t_y = mul(ty, mul(select(x_zero, zero, out), log(select(x_zero, one, x))))
+    return _fit(add_tangents(t_x, t_y), out)
+
+
+pow_p.def_batch(elementwise_batch(pow_p))
 
 
 def pow(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
@@ -310,6 +412,21 @@ def _integer_pow_vjp(ct, ins, out, *, y):
     return (mul(ct, mul(scalar(ct, y), x_pow)),)
 
 
+@integer_pow_p.def_jvp
+def _integer_pow_jvp(tangents, primals, out, *, y):
+    t = tangents[0]
+    if t is None or y == 0:
+        return None
+    if y == 1:
+        return t
+    x = primals[0]
+    x_pow = x if y == 2 else integer_pow(x, y=y - 1)
+    return mul(t, mul(scalar(t, y), x_pow))
+
+
+integer_pow_p.def_batch(unary_batch(integer_pow_p))
+
+
 def integer_pow(x: Any, *, y: int) -> Any:
     """``x ** y`` for a static Python integer ``y`` (negative only for inexact ``x``).
 
@@ -332,8 +449,28 @@ def _make_minmax_vjp(wins: Callable) -> Callable:
     return rule
 
 
+def _make_minmax_jvp(wins: Callable) -> Callable:
+    def rule(tangents, primals, out):
+        (tx, ty), (x, y) = tangents, primals
+        if tx is None and ty is None:
+            return None
+        zero, half = scalar(out, 0), scalar(out, 0.5)
+        if tx is not None and ty is not None:
+            # x's tangent where x wins, y's where y wins, their mean on ties, 0 for NaN.
+            tie = select(eq(x, y), mul(add(tx, ty), half), zero)
+            t = select(wins(x, y), tx, select(wins(y, x), ty, tie))
+        else:
+            a, b, ta = (x, y, tx) if tx is not None else (y, x, ty)
+            t = select(wins(a, b), ta, select(eq(a, b), mul(ta, half), zero))
+        return _fit(t, out)
+    rule.__doc__ = "The winner's tangent, the mean of both on ties (the VJP's transpose)."
+    return rule
+
+
 max_p = binary("max", "maximum", "ordered")
 max_p.def_vjp(_make_minmax_vjp(lambda a, b: gt(a, b)), save_inputs=(0, 1))
+max_p.def_jvp(_make_minmax_jvp(lambda a, b: gt(a, b)))
+max_p.def_batch(elementwise_batch(max_p))
 
 
 def max(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
@@ -344,6 +481,8 @@ def max(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
 
 min_p = binary("min", "minimum", "ordered")
 min_p.def_vjp(_make_minmax_vjp(lambda a, b: lt(a, b)), save_inputs=(0, 1))
+min_p.def_jvp(_make_minmax_jvp(lambda a, b: lt(a, b)))
+min_p.def_batch(elementwise_batch(min_p))
 
 
 def min(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
@@ -355,6 +494,8 @@ def min(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
 
 exp_p = unary("exp", "exp", "inexact")
 exp_p.def_vjp(lambda ct, ins, out: (mul(ct, out),), save_output=True)
+exp_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, out)))
+exp_p.def_batch(unary_batch(exp_p))
 
 
 def exp(x: Any) -> Any:
@@ -364,6 +505,8 @@ def exp(x: Any) -> Any:
 
 expm1_p = unary("expm1", "expm1", "inexact")
 expm1_p.def_vjp(lambda ct, ins, out: (mul(ct, add(out, scalar(out, 1))),), save_output=True)
+expm1_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, add(out, scalar(out, 1)))))
+expm1_p.def_batch(unary_batch(expm1_p))
 
 
 def expm1(x: Any) -> Any:
@@ -373,6 +516,8 @@ def expm1(x: Any) -> Any:
 
 log_p = unary("log", "log", "inexact")
 log_p.def_vjp(lambda ct, ins, out: (div(ct, ins[0]),), save_inputs=(0,))
+log_p.def_jvp(unary_jvp(lambda t, x, out: div(t, x)))
+log_p.def_batch(unary_batch(log_p))
 
 
 def log(x: Any) -> Any:
@@ -382,6 +527,8 @@ def log(x: Any) -> Any:
 
 log1p_p = unary("log1p", "log1p", "inexact")
 log1p_p.def_vjp(lambda ct, ins, out: (div(ct, add(ins[0], scalar(ct, 1))),), save_inputs=(0,))
+log1p_p.def_jvp(unary_jvp(lambda t, x, out: div(t, add(x, scalar(t, 1)))))
+log1p_p.def_batch(unary_batch(log1p_p))
 
 
 def log1p(x: Any) -> Any:
@@ -391,6 +538,8 @@ def log1p(x: Any) -> Any:
 
 sqrt_p = unary("sqrt", "sqrt", "inexact")
 sqrt_p.def_vjp(lambda ct, ins, out: (div(mul(ct, scalar(ct, 0.5)), out),), save_output=True)
+sqrt_p.def_jvp(unary_jvp(lambda t, x, out: div(mul(t, scalar(t, 0.5)), out)))
+sqrt_p.def_batch(unary_batch(sqrt_p))
 
 
 def sqrt(x: Any) -> Any:
@@ -411,6 +560,10 @@ def _rsqrt_vjp(ct, ins, out):
     return (mul(ct, mul(scalar(ct, -0.5), div(out, ins[0]))),)  # -x**-1.5 / 2
 
 
+rsqrt_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, mul(scalar(t, -0.5), div(out, x)))))
+rsqrt_p.def_batch(unary_batch(rsqrt_p))
+
+
 def rsqrt(x: Any) -> Any:
     """``1 / sqrt(x)`` (inf at 0, without a warning)."""
     return bind(rsqrt_p, x)
@@ -420,6 +573,8 @@ def rsqrt(x: Any) -> Any:
 
 sin_p = unary("sin", "sin", "inexact")
 sin_p.def_vjp(lambda ct, ins, out: (mul(ct, cos(ins[0])),), save_inputs=(0,))
+sin_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, cos(x))))
+sin_p.def_batch(unary_batch(sin_p))
 
 
 def sin(x: Any) -> Any:
@@ -429,6 +584,8 @@ def sin(x: Any) -> Any:
 
 cos_p = unary("cos", "cos", "inexact")
 cos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, sin(ins[0]))),), save_inputs=(0,))
+cos_p.def_jvp(unary_jvp(lambda t, x, out: neg(mul(t, sin(x)))))
+cos_p.def_batch(unary_batch(cos_p))
 
 
 def cos(x: Any) -> Any:
@@ -439,6 +596,8 @@ def cos(x: Any) -> Any:
 tan_p = unary("tan", "tan", "inexact")
 tan_p.def_vjp(lambda ct, ins, out: (mul(ct, add(scalar(out, 1), mul(out, out))),),
               save_output=True)
+tan_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, add(scalar(out, 1), mul(out, out)))))
+tan_p.def_batch(unary_batch(tan_p))
 
 
 def tan(x: Any) -> Any:
@@ -449,6 +608,8 @@ def tan(x: Any) -> Any:
 asin_p = unary("asin", "arcsin", "inexact")
 asin_p.def_vjp(lambda ct, ins, out: (mul(ct, _rsqrt_one_minus_square(ins[0])),),
                save_inputs=(0,))
+asin_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, _rsqrt_one_minus_square(x))))
+asin_p.def_batch(unary_batch(asin_p))
 
 
 def _rsqrt_one_minus_square(x: Any) -> Any:
@@ -465,6 +626,8 @@ def asin(x: Any) -> Any:
 acos_p = unary("acos", "arccos", "inexact")
 acos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, _rsqrt_one_minus_square(ins[0]))),),
                save_inputs=(0,))
+acos_p.def_jvp(unary_jvp(lambda t, x, out: neg(mul(t, _rsqrt_one_minus_square(x)))))
+acos_p.def_batch(unary_batch(acos_p))
 
 
 def acos(x: Any) -> Any:
@@ -475,6 +638,8 @@ def acos(x: Any) -> Any:
 atan_p = unary("atan", "arctan", "inexact")
 atan_p.def_vjp(lambda ct, ins, out: (div(ct, add(scalar(ct, 1), mul(ins[0], ins[0]))),),
                save_inputs=(0,))
+atan_p.def_jvp(unary_jvp(lambda t, x, out: div(t, add(scalar(t, 1), mul(x, x)))))
+atan_p.def_batch(unary_batch(atan_p))
 
 
 def atan(x: Any) -> Any:
@@ -492,6 +657,20 @@ def _atan2_vjp(ct, ins, out):
     return unbroadcast(mul(scaled, x), y), unbroadcast(neg(mul(scaled, y)), x)
 
 
+@atan2_p.def_jvp
+def _atan2_jvp(tangents, primals, out):
+    # d atan2(y, x) = (x * ty - y * tx) / (x*x + y*y)
+    (ty, tx), (y, x) = tangents, primals
+    if ty is None and tx is None:
+        return None
+    num = add_tangents(None if ty is None else mul(ty, x),
+                       None if tx is None else neg(mul(tx, y)))
+    return _fit(div(num, add(mul(x, x), mul(y, y))), out)
+
+
+atan2_p.def_batch(elementwise_batch(atan2_p))
+
+
 def atan2(y: Any, x: Any) -> Any:
     """The angle of the point ``(x, y)``: NumPy's ``arctan2(y, x)`` (real floats)."""
     return bind(atan2_p, y, x)
@@ -499,6 +678,8 @@ def atan2(y: Any, x: Any) -> Any:
 
 sinh_p = unary("sinh", "sinh", "inexact")
 sinh_p.def_vjp(lambda ct, ins, out: (mul(ct, cosh(ins[0])),), save_inputs=(0,))
+sinh_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, cosh(x))))
+sinh_p.def_batch(unary_batch(sinh_p))
 
 
 def sinh(x: Any) -> Any:
@@ -508,6 +689,8 @@ def sinh(x: Any) -> Any:
 
 cosh_p = unary("cosh", "cosh", "inexact")
 cosh_p.def_vjp(lambda ct, ins, out: (mul(ct, sinh(ins[0])),), save_inputs=(0,))
+cosh_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, sinh(x))))
+cosh_p.def_batch(unary_batch(cosh_p))
 
 
 def cosh(x: Any) -> Any:
@@ -520,6 +703,8 @@ tanh_p = unary("tanh", "tanh", "inexact")
 # absolute error of up to one ulp of 1) dominates either way; (1 - t) * (1 + t) would save
 # only the half-ulp rounding of t*t, at the cost of one more full-size operation.
 tanh_p.def_vjp(lambda ct, ins, out: (mul(ct, sub(1.0, mul(out, out))),), save_output=True)
+tanh_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, sub(1.0, mul(out, out)))))
+tanh_p.def_batch(unary_batch(tanh_p))
 
 
 def tanh(x: Any) -> Any:
@@ -537,6 +722,8 @@ def _logistic_impl(xp, x):
 logistic_p = unary("logistic", _logistic_impl, "float")
 logistic_p.def_vjp(lambda ct, ins, out: (mul(ct, mul(out, sub(1.0, out))),),
                    save_output=True)
+logistic_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, mul(out, sub(1.0, out)))))
+logistic_p.def_batch(unary_batch(logistic_p))
 
 
 def logistic(x: Any) -> Any:
@@ -657,9 +844,13 @@ def _exp_neg_square(x: Any) -> Any:
 
 
 erf_p = unary("erf", _erf_impl, "float")
+erf_p.def_impl(_cuda_impls.erf, backend="cuda")  # CUDA's erf: no boolean-mask indexing
 erf_p.def_vjp(lambda ct, ins, out: (
     mul(ct, mul(scalar(ct, 2 / math.sqrt(math.pi)), _exp_neg_square(ins[0]))),),
     save_inputs=(0,))
+erf_p.def_jvp(unary_jvp(lambda t, x, out: mul(
+    t, mul(scalar(t, 2 / math.sqrt(math.pi)), _exp_neg_square(x)))))
+erf_p.def_batch(unary_batch(erf_p))
 
 
 def erf(x: Any) -> Any:
@@ -675,6 +866,7 @@ def erf(x: Any) -> Any:
 
 floor_p = unary("floor", "floor", "float")
 floor_p.def_zero_vjp()
+floor_p.def_batch(unary_batch(floor_p))
 
 
 def floor(x: Any) -> Any:
@@ -684,6 +876,7 @@ def floor(x: Any) -> Any:
 
 ceil_p = unary("ceil", "ceil", "float")
 ceil_p.def_zero_vjp()
+ceil_p.def_batch(unary_batch(ceil_p))
 
 
 def ceil(x: Any) -> Any:
@@ -706,6 +899,7 @@ def _round_impl(xp, x, *, rounding_method):
 
 round_p = unary("round", _round_impl, "float")
 round_p.def_zero_vjp()
+round_p.def_batch(unary_batch(round_p))
 
 
 def round(x: Any, *, rounding_method: str = "half_to_even") -> Any:  # noqa: A001
@@ -726,6 +920,7 @@ def round(x: Any, *, rounding_method: str = "half_to_even") -> Any:  # noqa: A00
 
 is_finite_p = unary("is_finite", "isfinite", "any", np.dtype(bool))
 is_finite_p.def_zero_vjp()
+is_finite_p.def_batch(unary_batch(is_finite_p))
 
 
 def is_finite(x: Any) -> Any:
@@ -740,6 +935,7 @@ def _no_grad_binary(name: str, impl: Callable, accepts: str, out_dtype: Any,
     """A broadcasting binary primitive with a zero gradient, and its wrapper."""
     p = binary(name, impl, accepts, out_dtype)
     p.def_zero_vjp()
+    p.def_batch(elementwise_batch(p))
 
     def wrapper(x: Any, y: Any) -> Any:
         return bind(p, x, y)
@@ -771,6 +967,7 @@ or_p, or_ = _logical("or", "bitwise_or")
 xor_p, xor = _logical("xor", "bitwise_xor")
 not_p = unary("not", "invert", "logical")
 not_p.def_zero_vjp()
+not_p.def_batch(unary_batch(not_p))
 
 
 def not_(x: Any) -> Any:
@@ -811,6 +1008,19 @@ def _select_vjp(ct, ins, out):
             unbroadcast(select(pred, zero, ct), on_false))
 
 
+@select_p.def_jvp
+def _select_jvp(tangents, primals, out):
+    _, t_true, t_false = tangents
+    if t_true is None and t_false is None:
+        return None
+    zero = scalar(out, 0)
+    return _fit(select(primals[0], zero if t_true is None else t_true,
+                       zero if t_false is None else t_false), out)
+
+
+select_p.def_batch(elementwise_batch(select_p))
+
+
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
     """``on_true`` where ``pred`` else ``on_false`` (NumPy's ``where``); all three broadcast.
 
@@ -843,6 +1053,24 @@ def _clamp_vjp(ct, ins, out):
     ct_x = select(and_(gt(x, lo), lt(x, hi)), ct, zero)
     ct_hi = select(lt(hi, x), ct, zero)
     return unbroadcast(ct_lo, lo), unbroadcast(ct_x, x), unbroadcast(ct_hi, hi)
+
+
+@clamp_p.def_jvp
+def _clamp_jvp(tangents, primals, out):
+    # The VJP's masks: each operand's tangent where it is the one chosen (none on ties).
+    (t_lo, t_x, t_hi), (lo, x, hi) = tangents, primals
+    zero = scalar(out, 0)
+    t = None
+    if t_lo is not None:
+        t = select(and_(gt(lo, x), lt(lo, hi)), t_lo, zero)
+    if t_x is not None:
+        t = add_tangents(t, select(and_(gt(x, lo), lt(x, hi)), t_x, zero))
+    if t_hi is not None:
+        t = add_tangents(t, select(lt(hi, x), t_hi, zero))
+    return _fit(t, out)
+
+
+clamp_p.def_batch(elementwise_batch(clamp_p))
 
 
 def clamp(lo: Any, x: Any, hi: Any) -> Any:
@@ -880,6 +1108,18 @@ def _convert_vjp(ct, ins, out, *, new_dtype):
     if is_float(x) and is_float(out):
         return (convert_element_type(ct, new_dtype=x.dtype),)
     return (None,)
+
+
+@convert_element_type_p.def_jvp
+def _convert_jvp(tangents, primals, out, *, new_dtype):
+    # Linear between floating-point dtypes; no tangent flows to or from integers and bools.
+    t = tangents[0]
+    if t is None or not (is_float(t) and is_float(out)):
+        return None
+    return convert_element_type(t, new_dtype=new_dtype)
+
+
+convert_element_type_p.def_batch(unary_batch(convert_element_type_p))
 
 
 def convert_element_type(x: Any, *, new_dtype: Any) -> Any:

@@ -16,11 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from functx import _cuda_impls
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
-from functx.primitives._util import fmt, same_dtypes, shape_of
+from functx.primitives._batching import batch_at, batch_size, instantiate, linear_jvp
+from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -62,6 +64,44 @@ def _where(indices, axis):
     return (slice(None),) * axis + (indices,)
 
 
+# -- batching with batched indices -----------------------------------------------------------
+# Batched indices pick different positions in each example. The rules fold the batch axis
+# of x into the indexed axis (example b's position i becomes position b * n + i of an axis
+# of size * n) and offset each example's indices by b * n after clamping them into [0, n - 1]
+# as the primitives do, so one gather/scatter serves the whole batch without a loop. Within
+# an example the indices keep their C order, so scatter's "last write wins" is unchanged.
+
+def _fold_batch(x: Any, d: int | None, axis: int, size: int) -> Any:
+    """Batched ``x`` as one example with an indexed ``axis`` of ``size * n`` positions."""
+    x = batch_at(x, d, axis, size)
+    shape = shape_of(x)
+    return _shape.reshape(x, shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+
+
+def _unfold_batch(out: Any, axis: int, size: int, n: int) -> Any:
+    """Undo :func:`_fold_batch`: the batch axis comes back at ``axis``."""
+    shape = shape_of(out)
+    return _shape.reshape(out, shape[:axis] + (size, n) + shape[axis + 1:])
+
+
+def _offset_indices(indices: Any, di: int, n: int) -> Any:
+    """Indices batched along ``di``, clamped into [0, n - 1] and offset by ``b * n`` for
+    example ``b`` (int64, so the offsets cannot overflow a narrow index dtype)."""
+    dt = np.dtype(indices.dtype)
+    hi = min(max(n - 1, 0), int(np.iinfo(dt).max))
+    lo, hi = (_shape.constant(indices, v, (), dt) for v in (0, hi))
+    clamped = _ew.convert_element_type(_ew.clamp(lo, indices, hi), new_dtype=np.int64)
+    shape = shape_of(indices)
+    xp = _shape.array_module(indices)
+    offsets = xp.arange(shape[di], dtype=np.int64) * n  # a constant: depends on no value
+    return _ew.add(clamped, _shape.broadcast_in_dim(offsets, shape, (di,)))
+
+
+def _example_axis_size(x: Any, d: int | None, axis: int) -> int:
+    """The length of an example's ``axis`` of ``x`` (batched along ``d``, or not)."""
+    return shape_of(x)[axis + (d is not None and d <= axis)]
+
+
 # -- gather ----------------------------------------------------------------------------------
 
 gather_p = Primitive("gather")
@@ -76,6 +116,23 @@ def _gather_vjp(ct, ins, out, *, axis):
     x, indices = ins
     zeros = _shape.constant(ct, 0, x.shape, x.dtype)
     return scatter_add(zeros, indices, ct, axis=axis), None
+
+
+gather_p.def_jvp(linear_jvp(gather_p))
+
+
+@gather_p.def_batch
+def _gather_batch(args, dims, *, axis):
+    (x, indices), (dx, di) = args, dims
+    if di is None:  # the same indices for every example: the batch axis stays where it is
+        if dx <= axis:
+            return gather(x, indices, axis=axis + 1), dx
+        return gather(x, indices, axis=axis), dx - 1 + ndim_of(indices)
+    if dx is None:  # one x for every example: the output has indices' batch axis
+        return gather(x, indices, axis=axis), axis + di
+    size, n = shape_of(x)[dx], _example_axis_size(x, dx, axis)
+    return (gather(_fold_batch(x, dx, axis, size), _offset_indices(indices, di, n),
+                   axis=axis), axis + di)
 
 
 def gather(x: Any, indices: Any, *, axis: int) -> Any:
@@ -96,9 +153,46 @@ def _scatter_add_impl(xp, x, indices, updates, *, axis):
     return out
 
 
+scatter_add_p.def_impl(_cuda_impls.scatter_add, backend="cuda")  # atomics, per dtype
+
+
 @scatter_add_p.def_vjp(save_inputs=(1,))
 def _scatter_add_vjp(ct, ins, out, *, axis):
     return ct, None, gather(ct, ins[1], axis=axis)
+
+
+@scatter_add_p.def_jvp
+def _scatter_add_jvp(tangents, primals, out, *, axis):
+    # Linear in (x, updates) together.
+    (tx, _, tu), (x, indices, _) = tangents, primals
+    if tu is None:
+        return tx
+    return scatter_add(instantiate(tx, x), indices, tu, axis=axis)
+
+
+def _scatter_batch(prim: Primitive):
+    """The batching rule of scatter or scatter_add (see "batching with batched indices")."""
+    def rule(args, dims, *, axis):
+        (x, indices, updates), (dx, di, du) = args, dims
+        size = batch_size(args, dims)
+        if di is None:
+            # The same indices for every example: keep x's batch axis where it is (or, for
+            # an unbatched x, put it where updates have theirs when that is outside the
+            # indices' axes) and bring updates' batch axis to the matching place.
+            k = ndim_of(indices)
+            if dx is None:
+                dx = du if du <= axis else (du - k + 1 if du >= axis + k else axis)
+                x = batch_at(x, None, dx, size)
+            updates = batch_at(updates, du, dx if dx <= axis else dx - 1 + k, size)
+            return bind(prim, x, indices, updates, axis=axis + (dx <= axis)), dx
+        n = _example_axis_size(x, dx, axis)
+        out = bind(prim, _fold_batch(x, dx, axis, size), _offset_indices(indices, di, n),
+                   batch_at(updates, du, axis + di, size), axis=axis)
+        return _unfold_batch(out, axis, size, n), axis
+    return rule
+
+
+scatter_add_p.def_batch(_scatter_batch(scatter_add_p))
 
 
 def scatter_add(x: Any, indices: Any, updates: Any, *, axis: int) -> Any:
@@ -122,6 +216,9 @@ def _scatter_impl(xp, x, indices, updates, *, axis):
     return out
 
 
+scatter_p.def_impl(_cuda_impls.scatter, backend="cuda")  # last write wins, as in NumPy
+
+
 @scatter_p.def_vjp(save_inputs=(1,))
 def _scatter_vjp(ct, ins, out, *, axis):
     # Positions that were written get no cotangent in x. Each update gets the cotangent of
@@ -139,6 +236,18 @@ def _scatter_vjp(ct, ins, out, *, axis):
     won = _shape.broadcast_in_dim(won, updates.shape,
                                   tuple(range(axis, axis + len(idx_shape))))
     return ct_x, None, _ew.mul(gather(ct, indices, axis=axis), won)
+
+
+@scatter_p.def_jvp
+def _scatter_jvp(tangents, primals, out, *, axis):
+    # Linear in (x, updates) for fixed indices: scatter the tangents the same way.
+    (tx, _, tu), (x, indices, updates) = tangents, primals
+    if tx is None and tu is None:
+        return None
+    return scatter(instantiate(tx, x), indices, instantiate(tu, updates), axis=axis)
+
+
+scatter_p.def_batch(_scatter_batch(scatter_p))
 
 
 def scatter(x: Any, indices: Any, updates: Any, *, axis: int) -> Any:

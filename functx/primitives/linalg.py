@@ -11,9 +11,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from functx import _cuda_impls
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import shape as _shape
+from functx.primitives._batching import add_tangents
 from functx.primitives._util import ndim_of, same_dtypes
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -75,6 +77,10 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
     return xp.reshape(xp.matmul(x3, y3), out_shape)
 
 
+# CUDA: cuBLAS strided-batched GEMM on the operands' own layouts (no float16 upcast copy).
+dot_general_p.def_impl(_cuda_impls.dot_general, backend="cuda")
+
+
 @functools.lru_cache(maxsize=1024)
 def _transpose_plan(dimension_numbers: tuple, x_ndim: int, y_ndim: int) -> tuple:
     """The dimension numbers and permutations of both cotangents of a dot_general.
@@ -112,6 +118,39 @@ def _dot_general_vjp(ct, ins, out, *, dimension_numbers, needs=(True, True)):
         ct_y = _shape.transpose_if_needed(bind(dot_general_p, x, ct, dimension_numbers=y_dims),
                                           y_perm)
     return ct_x, ct_y
+
+
+@dot_general_p.def_jvp
+def _dot_general_jvp(tangents, primals, out, *, dimension_numbers):
+    # Bilinear: d(x . y) = tx . y + x . ty, skipping zero (None) tangents.
+    (tx, ty), (x, y) = tangents, primals
+    dot = lambda a, b: bind(dot_general_p, a, b, dimension_numbers=dimension_numbers)
+    return add_tangents(None if tx is None else dot(tx, y), None if ty is None else dot(x, ty))
+
+
+def _shift(axes: Sequence[int], d: int) -> tuple[int, ...]:
+    """An example's axes as axes of the batched operand whose batch axis is ``d``."""
+    return tuple(a + (a >= d) for a in axes)
+
+
+@dot_general_p.def_batch
+def _dot_general_batch(args, dims, *, dimension_numbers):
+    # The batch axes are folded into the dimension numbers; no operand moves. Both batched:
+    # one more dot_general batch axis, the output's first. One batched: a free axis of that
+    # operand, placed by the output layout (batch axes, x's free axes, y's free axes).
+    (x, y), (dx, dy) = args, dims
+    (xc, yc), (xb, yb) = dimension_numbers
+    if dx is not None and dy is not None:
+        new = ((_shift(xc, dx), _shift(yc, dy)), ((dx,) + _shift(xb, dx), (dy,) + _shift(yb, dy)))
+        return bind(dot_general_p, x, y, dimension_numbers=new), 0
+    if dx is not None:
+        xc, xb = _shift(xc, dx), _shift(xb, dx)
+        out_dim = len(xb) + _free_axes(ndim_of(x), xc, xb).index(dx)
+    else:
+        yc, yb = _shift(yc, dy), _shift(yb, dy)
+        out_dim = (len(xb) + len(_free_axes(ndim_of(x), xc, xb))
+                   + _free_axes(ndim_of(y), yc, yb).index(dy))
+    return bind(dot_general_p, x, y, dimension_numbers=((xc, yc), (xb, yb))), out_dim
 
 
 def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:

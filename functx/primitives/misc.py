@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from functx.primitives._batching import unary_batch
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -10,6 +11,8 @@ stop_gradient_p = Primitive("stop_gradient")
 stop_gradient_p.def_abstract_eval(lambda x: x)
 stop_gradient_p.def_impl(lambda xp, x: x)
 stop_gradient_p.def_zero_vjp()
+stop_gradient_p.def_jvp(lambda tangents, primals, out: None)  # a zero tangent
+stop_gradient_p.def_batch(unary_batch(stop_gradient_p))
 
 
 def stop_gradient(x: Any) -> Any:

@@ -15,6 +15,7 @@ from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
+from functx.primitives._batching import linear_jvp
 from functx.primitives._util import is_float, normalize_axes
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -48,6 +49,16 @@ def _reduced_shape(x: Any, axes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
+def _axes_batch(prim: Primitive):
+    """The batching rule of a reduction over ``axes``: the example's axes shift past the
+    batch axis ``d`` (nothing moves), and the batch lands after the kept axes before it."""
+    def rule(args, dims, *, axes):
+        d = dims[0]
+        return (bind(prim, args[0], axes=tuple(a + (a >= d) for a in axes)),
+                d - sum(a < d for a in axes))
+    return rule
+
+
 # -- reduce_sum ------------------------------------------------------------------------------
 
 reduce_sum_p = Primitive("reduce_sum")
@@ -57,6 +68,8 @@ reduce_sum_p.def_impl(lambda xp, x, *, axes: xp.sum(x, axis=axes, dtype=x.dtype)
 reduce_sum_p.def_impl(lambda xp, x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype),
                       backend="cpu")
 reduce_sum_p.def_vjp(lambda ct, ins, out, *, axes: (expand_reduced(ct, ins[0], axes),))
+reduce_sum_p.def_jvp(linear_jvp(reduce_sum_p))
+reduce_sum_p.def_batch(_axes_batch(reduce_sum_p))
 
 
 def reduce_sum(x: Any, axes: Sequence[int]) -> Any:
@@ -100,16 +113,31 @@ def _extremum_vjp(ct, ins, out, *, axes):
     return (_ew.mul(expand_reduced(_ew.div(ct, count), x, axes), hit),)
 
 
+def _extremum_jvp(tangents, primals, out, *, axes):
+    """The mean of the tangents over the tied maxima (minima): the transpose of the VJP's
+    even split. Over an empty axis there is nothing to follow: a zero tangent."""
+    t, x = tangents[0], primals[0]
+    if t is None:  # also every integer and bool input
+        return None
+    if _reduces_empty(x, axes):
+        return reduce_sum(t, axes)  # zeros of the output's shape
+    hit = _ew.convert_element_type(_ew.eq(x, expand_reduced(out, x, axes)), new_dtype=x.dtype)
+    return _ew.div(reduce_sum(_ew.mul(t, hit), axes), reduce_sum(hit, axes))
+
+
 reduce_max_p = Primitive("reduce_max")
 reduce_max_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_max", x, axes))
 reduce_max_p.def_impl(_make_extremum_impl(is_max=True))
 reduce_max_p.def_vjp(_extremum_vjp, save_inputs=(0,), save_output=True)
+reduce_max_p.def_jvp(_extremum_jvp)
+reduce_max_p.def_batch(_axes_batch(reduce_max_p))
 
 
 def reduce_max(x: Any, axes: Sequence[int]) -> Any:
     """The maximum of ``x`` over ``axes`` (on bool: any).
 
-    NaN propagates. The gradient is split evenly among tied maxima. Over an empty axis the
+    NaN propagates. The gradient is split evenly among tied maxima (and, consistently, the
+    forward-mode tangent is the mean of the tied maxima's tangents). Over an empty axis the
     result is the identity (-inf, the integer minimum, or False).
     """
     return bind(reduce_max_p, x, axes=tuple(axes))
@@ -119,6 +147,8 @@ reduce_min_p = Primitive("reduce_min")
 reduce_min_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_min", x, axes))
 reduce_min_p.def_impl(_make_extremum_impl(is_max=False))
 reduce_min_p.def_vjp(_extremum_vjp, save_inputs=(0,), save_output=True)
+reduce_min_p.def_jvp(_extremum_jvp)
+reduce_min_p.def_batch(_axes_batch(reduce_min_p))
 
 
 def reduce_min(x: Any, axes: Sequence[int]) -> Any:
@@ -178,6 +208,25 @@ def _reduce_prod_vjp(ct, ins, out, *, axes):
     return (_shape.transpose_if_needed(g, tuple(np.argsort(perm).tolist())),)
 
 
+@reduce_prod_p.def_jvp
+def _reduce_prod_jvp(tangents, primals, out, *, axes):
+    # Mirrors the VJP: each tangent entry times the product of the other entries of its
+    # reduced group, summed over the group (no division, so zeros in x are fine).
+    t, x = tangents[0], primals[0]
+    if t is None or not axes:
+        return t
+    kept = tuple(i for i in range(x.ndim) if i not in axes)
+    perm = kept + tuple(axes)
+    rest = tuple(x.shape[i] for i in kept)
+    n = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    flat = _shape.reshape(_shape.transpose_if_needed(x, perm), rest + (n,))
+    t_flat = _shape.reshape(_shape.transpose_if_needed(t, perm), rest + (n,))
+    return reduce_sum(_ew.mul(t_flat, _products_of_others(flat)), (len(rest),))
+
+
+reduce_prod_p.def_batch(_axes_batch(reduce_prod_p))
+
+
 def reduce_prod(x: Any, axes: Sequence[int]) -> Any:
     """The product of ``x`` over ``axes``, in ``x``'s dtype (1 over an empty axis).
 
@@ -189,7 +238,8 @@ def reduce_prod(x: Any, axes: Sequence[int]) -> Any:
 # -- argmax, argmin --------------------------------------------------------------------------
 
 def _index_reduction(name: str) -> Primitive:
-    """argmax or argmin: the primitive with its shape rule, impl and zero VJP."""
+    """argmax or argmin: the primitive with its shape rule, impl, zero VJP and JVP, and
+    batching rule."""
     p = Primitive(name)
 
     @p.def_abstract_eval
@@ -208,6 +258,13 @@ def _index_reduction(name: str) -> Primitive:
     p.def_impl(lambda xp, x, *, axis, index_dtype:
                getattr(xp, name)(x, axis=axis).astype(index_dtype, copy=False))
     p.def_zero_vjp()
+    p.def_jvp(lambda tangents, primals, out, *, axis, index_dtype: None)  # integer output
+
+    @p.def_batch
+    def batch(args, dims, *, axis, index_dtype):
+        d = dims[0]
+        return (bind(p, args[0], axis=axis + (axis >= d), index_dtype=index_dtype),
+                d - (axis < d))
     return p
 
 
@@ -252,6 +309,9 @@ def _cumsum_impl(xp, x, *, axis, reverse):
 
 cumsum_p.def_vjp(lambda ct, ins, out, *, axis, reverse:
                  (cumsum(ct, axis=axis, reverse=not reverse),))
+cumsum_p.def_jvp(linear_jvp(cumsum_p))
+cumsum_p.def_batch(lambda args, dims, *, axis, reverse: (
+    bind(cumsum_p, args[0], axis=axis + (axis >= dims[0]), reverse=reverse), dims[0]))
 
 
 def cumsum(x: Any, *, axis: int, reverse: bool = False) -> Any:

@@ -6,6 +6,13 @@ integer operands after the arrays, so they may be traced; like ``lax.dynamic_sli
 clamp the start indices so that the window lies inside the array. Their generic
 implementations read the start indices on the host (``int(i)``), which synchronises a GPU;
 a CUDA kernel taking device indices can override them.
+
+Every primitive here is linear, so its JVP rule applies it to the tangents (zeros stand in
+for absent tangents of the other operands). Batching rules keep the batch axis where it is
+when the primitive allows (adjusting axes, permutations and bounds), except ``reshape``,
+which moves it to the front. With batched start indices, ``dynamic_slice`` and
+``dynamic_update_slice`` become a ``gather``/``scatter`` of the windows' flat positions
+(clamped per example exactly as the eager implementations clamp).
 """
 from __future__ import annotations
 
@@ -17,9 +24,11 @@ import numpy as np
 from functx.backends import CPU, backend_of
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
+from functx.primitives import _batching as _b
 from functx.primitives import elementwise as _ew
+from functx.primitives import indexing as _ix
 from functx.primitives import reduction as _red
-from functx.primitives._util import fmt, ndim_of, normalize_axes, same_dtypes
+from functx.primitives._util import fmt, ndim_of, normalize_axes, same_dtypes, shape_of
 from functx.registry import Primitive
 from functx.tracing import Tracer, bind
 
@@ -100,6 +109,61 @@ def _start_operand(i: Any) -> Any:
     return int(i) if isinstance(i, (int, np.integer)) else i
 
 
+def _batch_position(positions: Sequence[int], d: int, out_ndim: int) -> int:
+    """Where the batch goes in the output of a primitive that places operand axis ``i`` at
+    output axis ``positions[i]`` (increasing), when the operand's batch is at axis ``d``: as
+    close to ``d`` as the order of the other axes allows (an axis of an example's output)."""
+    lo = positions[d - 1] + 1 if d > 0 else 0
+    hi = positions[d] if d < len(positions) else out_ndim
+    return min(max(d, lo), hi)
+
+
+def _flat(x: Any) -> Any:
+    """``x`` as a vector (C order)."""
+    return reshape(x, (math.prod(shape_of(x)),))
+
+
+def _window_positions(x_shape: Sequence[int], x_dim: int | None, sizes: Sequence[int],
+                      starts: Sequence[Any], start_dims: Sequence[int | None],
+                      size: int) -> Any:
+    """The flat positions, in ``_flat(x)``, of each example's dynamic window.
+
+    ``x`` has shape ``x_shape`` with its batch at ``x_dim`` (None: shared by the examples);
+    the window of ``sizes`` starts at ``starts`` (scalars, or ``(size,)`` arrays where
+    ``start_dims`` is 0), clamped into the array as in :func:`dynamic_slice`. Returns int64
+    positions of shape ``(size, *sizes)``: the index grid is a constant and only the start
+    indices are traced, so this is loop-free and differentiable code for gather/scatter.
+    """
+    strides = [math.prod(x_shape[i + 1:]) for i in range(len(x_shape))]
+    example = [(n, st) for i, (n, st) in enumerate(zip(x_shape, strides)) if i != x_dim]
+    like = next((s for s in starts if not isinstance(s, (int, np.integer))), None)
+    xp = array_module(like)
+    rank = len(sizes)
+    grid = xp.zeros((1,) * (rank + 1), np.int64)
+    if x_dim is not None:
+        grid = grid + (xp.arange(size, dtype=np.int64) * strides[x_dim]).reshape(
+            (size,) + (1,) * rank)
+    offset, terms = 0, []
+    for k, (s, (n, st), i, d) in enumerate(zip(sizes, example, starts, start_dims)):
+        grid = grid + (xp.arange(s, dtype=np.int64) * st).reshape(
+            (1,) * (k + 1) + (s,) + (1,) * (rank - k - 1))
+        if isinstance(i, (int, np.integer)):
+            offset += min(max(int(i), 0), n - s) * st
+            continue
+        if i.dtype != np.int64:
+            i = _ew.convert_element_type(i, new_dtype=np.dtype(np.int64))
+        i = _ew.clamp(constant(i, 0, (), np.int64), i, constant(i, n - s, (), np.int64))
+        term = _ew.mul(i, constant(i, st, (), np.int64))
+        terms.append(term if d is None else reshape(term, (size,) + (1,) * rank))
+    grid = xp.broadcast_to(grid + offset, (size,) + tuple(sizes))
+    if not terms:
+        return grid
+    total = terms[0]
+    for t in terms[1:]:
+        total = _ew.add(total, t)
+    return _ew.add(grid, total)
+
+
 # -- reshape ---------------------------------------------------------------------------------
 
 reshape_p = Primitive("reshape")
@@ -115,6 +179,13 @@ def _reshape_aval(x: AbstractArray, *, new_sizes: tuple[int, ...]) -> AbstractAr
 
 reshape_p.def_impl(lambda xp, x, *, new_sizes: xp.reshape(x, new_sizes))
 reshape_p.def_vjp(lambda ct, ins, out, *, new_sizes: (reshape(ct, ins[0].shape),))
+reshape_p.def_jvp(_b.linear_jvp(reshape_p))
+
+
+@reshape_p.def_batch
+def _reshape_batch(args, dims, *, new_sizes):
+    x = _b.moveaxis(args[0], dims[0], 0)  # the batch must lead for C-order regrouping
+    return reshape(x, (shape_of(x)[0],) + new_sizes), 0
 
 
 def reshape(x: Any, new_sizes: Sequence[int]) -> Any:
@@ -158,6 +229,18 @@ def _bid_vjp(ct, ins, out, *, shape, broadcast_dimensions):
     return (reshape(summed, x.shape) if tuple(summed.shape) != tuple(x.shape) else summed,)
 
 
+broadcast_in_dim_p.def_jvp(_b.linear_jvp(broadcast_in_dim_p))
+
+
+@broadcast_in_dim_p.def_batch
+def _bid_batch(args, dims, *, shape, broadcast_dimensions):
+    (x,), (d,) = args, dims
+    out_d = _batch_position(broadcast_dimensions, d, len(shape))
+    moved = tuple(b + (b >= out_d) for b in broadcast_dimensions)
+    return broadcast_in_dim(x, shape[:out_d] + (shape_of(x)[d],) + shape[out_d:],
+                            moved[:d] + (out_d,) + moved[d:]), out_d
+
+
 def broadcast_in_dim(x: Any, shape: Sequence[int], broadcast_dimensions: Sequence[int]) -> Any:
     """``x`` broadcast to ``shape``; operand axis i becomes output axis broadcast_dimensions[i]."""
     return bind(broadcast_in_dim_p, x, shape=tuple(int(d) for d in shape),
@@ -180,6 +263,14 @@ def _transpose_aval(x: AbstractArray, *, permutation: tuple[int, ...]) -> Abstra
 transpose_p.def_impl(lambda xp, x, *, permutation: xp.transpose(x, permutation))
 transpose_p.def_vjp(lambda ct, ins, out, *, permutation:
                     (transpose(ct, tuple(np.argsort(permutation).tolist())),))
+transpose_p.def_jvp(_b.linear_jvp(transpose_p))
+
+
+@transpose_p.def_batch
+def _transpose_batch(args, dims, *, permutation):
+    (x,), (d,) = args, dims
+    moved = [p + (p >= d) for p in permutation]
+    return transpose_if_needed(x, moved[:d] + [d] + moved[d:]), d
 
 
 def transpose(x: Any, permutation: Sequence[int]) -> Any:
@@ -205,6 +296,14 @@ def _squeeze_aval(x: AbstractArray, *, dimensions: tuple[int, ...]) -> AbstractA
 squeeze_p.def_impl(lambda xp, x, *, dimensions: xp.reshape(
     x, tuple(d for i, d in enumerate(x.shape) if i not in dimensions)))
 squeeze_p.def_vjp(lambda ct, ins, out, *, dimensions: (expand_dims(ct, dimensions),))
+squeeze_p.def_jvp(_b.linear_jvp(squeeze_p))
+
+
+@squeeze_p.def_batch
+def _squeeze_batch(args, dims, *, dimensions):
+    (x,), (d,) = args, dims
+    return (squeeze(x, tuple(i + (i >= d) for i in dimensions)),
+            d - sum(i < d for i in dimensions))
 
 
 def squeeze(x: Any, dimensions: Sequence[int]) -> Any:
@@ -234,6 +333,16 @@ def _expand_dims_impl(xp, x, *, dimensions):
 
 
 expand_dims_p.def_vjp(lambda ct, ins, out, *, dimensions: (squeeze(ct, dimensions),))
+expand_dims_p.def_jvp(_b.linear_jvp(expand_dims_p))
+
+
+@expand_dims_p.def_batch
+def _expand_dims_batch(args, dims, *, dimensions):
+    (x,), (d,) = args, dims
+    out_ndim = ndim_of(x) - 1 + len(dimensions)  # of one example's output
+    kept = [i for i in range(out_ndim) if i not in dimensions]
+    out_d = _batch_position(kept, d, out_ndim)
+    return expand_dims(x, tuple(e + (e >= out_d) for e in dimensions)), out_d
 
 
 def expand_dims(x: Any, dimensions: Sequence[int]) -> Any:
@@ -286,6 +395,18 @@ def _slice_vjp(ct, ins, out, *, start_indices, limit_indices, strides):
     return (pad(ct, constant(ct, 0, (), ct.dtype), config),)
 
 
+slice_p.def_jvp(_b.linear_jvp(slice_p))
+
+
+@slice_p.def_batch
+def _slice_batch(args, dims, *, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    strides = None if strides is None else strides[:d] + (1,) + strides[d:]
+    return bind(slice_p, x, start_indices=start_indices[:d] + (0,) + start_indices[d:],
+                limit_indices=limit_indices[:d] + (shape_of(x)[d],) + limit_indices[d:],
+                strides=strides), d
+
+
 def slice(x: Any, start_indices: Sequence[int], limit_indices: Sequence[int],
           strides: Sequence[int] | None = None) -> Any:
     """``x[start:limit:stride]`` on every axis (static bounds; strides >= 1)."""
@@ -321,6 +442,21 @@ def _dynamic_slice_vjp(ct, ins, out, *, slice_sizes):
     x, idx = ins[0], ins[1:]
     zeros = constant(ct, 0, x.shape, x.dtype)
     return (dynamic_update_slice(zeros, ct, idx),) + (None,) * len(idx)
+
+
+dynamic_slice_p.def_jvp(_b.linear_jvp(dynamic_slice_p))  # start indices have no tangents
+
+
+@dynamic_slice_p.def_batch
+def _dynamic_slice_batch(args, dims, *, slice_sizes):
+    (x, *idx), (d, *idx_dims) = args, dims
+    size = _b.batch_size(args, dims)
+    if all(i is None for i in idx_dims):  # one window for all examples: a wider slice
+        return bind(dynamic_slice_p, x, *idx[:d], 0, *idx[d:],
+                    slice_sizes=slice_sizes[:d] + (size,) + slice_sizes[d:]), d
+    # A window per example: gather its elements by their flat positions (no copy of x).
+    where = _window_positions(shape_of(x), d, slice_sizes, idx, idx_dims, size)
+    return _ix.gather(_flat(x), where, axis=0), 0
 
 
 def dynamic_slice(x: Any, start_indices: Sequence[Any], slice_sizes: Sequence[int]) -> Any:
@@ -360,6 +496,32 @@ def _dus_vjp(ct, ins, out):
     zeros = constant(ct, 0, update.shape, update.dtype)
     return (dynamic_update_slice(ct, zeros, idx),
             dynamic_slice(ct, idx, update.shape)) + (None,) * len(idx)
+
+
+@dynamic_update_slice_p.def_jvp
+def _dus_jvp(tangents, primals, out):
+    t_x, t_update = tangents[:2]
+    if t_x is None and t_update is None:
+        return None
+    return bind(dynamic_update_slice_p, _b.instantiate(t_x, primals[0]),
+                _b.instantiate(t_update, primals[1]), *primals[2:])
+
+
+@dynamic_update_slice_p.def_batch
+def _dus_batch(args, dims):
+    (x, update, *idx), (dx, du, *idx_dims) = args, dims
+    size = _b.batch_size(args, dims)
+    if all(i is None for i in idx_dims):  # one window for all examples: a wider update
+        d = du if dx is None else dx
+        x, update = _b.batch_at(x, dx, d, size), _b.batch_at(update, du, d, size)
+        return bind(dynamic_update_slice_p, x, update, *idx[:d], 0, *idx[d:]), d
+    # A window per example: scatter the updates to their flat positions in a copy of x.
+    d = 0 if dx is None else dx
+    x = _b.batch_at(x, dx, d, size)
+    update = _b.batch_at(update, du, 0, size)
+    where = _window_positions(shape_of(x), d, shape_of(update)[1:], idx, idx_dims, size)
+    flat = _ix.scatter(_flat(x), where, update, axis=0)
+    return reshape(flat, shape_of(x)), d
 
 
 def dynamic_update_slice(x: Any, update: Any, start_indices: Sequence[Any]) -> Any:
@@ -406,6 +568,21 @@ def _concatenate_vjp(ct, ins, out, *, dimension):
         limit[dimension] = offset
         cts.append(slice(ct, start, limit))
     return tuple(cts)
+
+
+@concatenate_p.def_jvp
+def _concatenate_jvp(tangents, primals, out, *, dimension):
+    if all(t is None for t in tangents):
+        return None
+    return bind(concatenate_p, *map(_b.instantiate, tangents, primals), dimension=dimension)
+
+
+@concatenate_p.def_batch
+def _concatenate_batch(args, dims, *, dimension):
+    d = next(i for i in dims if i is not None)
+    size = _b.batch_size(args, dims)
+    xs = [_b.batch_at(x, i, d, size) for x, i in zip(args, dims)]
+    return bind(concatenate_p, *xs, dimension=dimension + (dimension >= d)), d
 
 
 def concatenate(xs: Sequence[Any], dimension: int) -> Any:
@@ -465,6 +642,34 @@ def _pad_vjp(ct, ins, out, *, padding_config):
     return ct_x, ct_value
 
 
+@pad_p.def_jvp
+def _pad_jvp(tangents, primals, out, *, padding_config):
+    # pad is linear in (x, padding_value) together.
+    if tangents[0] is None and tangents[1] is None:
+        return None
+    return bind(pad_p, *map(_b.instantiate, tangents, primals), padding_config=padding_config)
+
+
+@pad_p.def_batch
+def _pad_batch(args, dims, *, padding_config):
+    (x, value), (dx, dv) = args, dims
+    d = 0 if dx is None else dx
+    config = padding_config if dx is None else (
+        padding_config[:d] + ((0, 0, 0),) + padding_config[d:])
+    if dv is None:
+        return bind(pad_p, x, value, padding_config=config), d
+    # One padding value per example: pad with zeros, then select the padded positions.
+    padded = bind(pad_p, x, constant(x, 0, (), value.dtype), padding_config=config)
+    example = shape_of(x) if dx is None else shape_of(x)[:d] + shape_of(x)[d + 1:]
+    inside = bind(pad_p, constant(x, True, example, np.bool_),
+                  constant(x, False, (), np.bool_), padding_config=padding_config)
+    rank = len(padding_config)
+    if dx is not None:
+        inside = expand_dims(inside, (d,))
+    value = reshape(value, (1,) * d + (shape_of(value)[0],) + (1,) * (rank - d))
+    return _ew.select(inside, padded, value), d
+
+
 def pad(x: Any, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> Any:
     """``x`` padded with ``padding_value`` (a scalar of ``x``'s dtype).
 
@@ -494,6 +699,13 @@ def _rev_aval(x: AbstractArray, *, dimensions: tuple[int, ...]) -> AbstractArray
 rev_p.def_impl(lambda xp, x, *, dimensions: x[tuple(
     _pyslice(None, None, -1 if i in dimensions else 1) for i in range(x.ndim))])
 rev_p.def_vjp(lambda ct, ins, out, *, dimensions: (rev(ct, dimensions),))
+rev_p.def_jvp(_b.linear_jvp(rev_p))
+
+
+@rev_p.def_batch
+def _rev_batch(args, dims, *, dimensions):
+    (x,), (d,) = args, dims
+    return rev(x, tuple(i + (i >= d) for i in dimensions)), d
 
 
 def rev(x: Any, dimensions: Sequence[int]) -> Any:

@@ -26,13 +26,27 @@ _ONE_LEAF = tree.structure(0)  # the structure of a single array
 
 
 def _zeros(aval: Any, like: Any) -> Any:
-    """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU)."""
+    """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU).
+
+    Tracers are looked through to the value they carry; where that is unknown (abstract
+    tracers) the zeros are a host constant."""
+    while type(like) is Tracer:
+        like = like._value
     backend = backend_of(like)
-    if backend is None or type(like) is Tracer or backend.read_only_outputs:
+    if backend is None or backend.read_only_outputs:
         z = np.zeros(aval.shape, aval.dtype)
         z.flags.writeable = False
         return z
     return backend.xp.zeros(aval.shape, aval.dtype)
+
+
+def _seed(aval: Any, value: Any) -> Any:
+    """The cotangent 1 of a scalar output, on its device (looking through tracers), so the
+    cotangents the backward pass broadcasts from it live there too."""
+    while type(value) is Tracer:
+        value = value._value
+    backend = backend_of(value)
+    return (np if backend is None else backend.xp).ones((), aval.dtype)
 
 
 def _is_float(aval: Any) -> bool:
@@ -138,8 +152,10 @@ def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
             ct = [pop(v, None) for v in eqn.outputs]
             if all(c is None for c in ct):
                 continue
-            some = next(c for c in ct if c is not None)
-            ct = [c if c is not None else _zeros(v.aval, some) for c, v in zip(ct, eqn.outputs)]
+            if not prim.none_cts:
+                some = next(c for c in ct if c is not None)
+                ct = [c if c is not None else _zeros(v.aval, some)
+                      for c, v in zip(ct, eqn.outputs)]
         else:
             ct = pop(eqn.outputs[0], None)
             if ct is None:
@@ -339,9 +355,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
             raise GradError(f"{fname} needs the function to return a real scalar (shape ()), "
                             f"but it returned {aval}. Use vjp or jacrev for non-scalar or "
                             "complex outputs, or reduce the output first (e.g. .sum()).")
-        backend = backend_of(value)
-        xp = np if backend is None or type(value) is Tracer else backend.xp
-        seed = xp.ones((), aval.dtype)
+        seed = _seed(aval, value)
         f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, fname, consume=True)
         grads = f_vjp(seed)
         g = grads[0] if single else grads

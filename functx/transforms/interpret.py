@@ -15,13 +15,16 @@ def last_uses(trace: Trace) -> list[tuple[Var, ...]]:
     """For each equation, the variables whose last use (in program order) it is.
 
     Trace outputs are never freed. The interpreters drop these values right after the
-    equation runs, so peak memory follows the live set, not the whole trace.
+    equation runs, so peak memory follows the live set, not the whole trace. An output that
+    nothing reads (an unused result of a multiple-results primitive) dies at the equation
+    that makes it.
     """
     keep = {id(v) for v in trace.outputs if type(v) is Var}
     seen: set[int] = set(keep)
     out: list[tuple[Var, ...]] = []
     for e in reversed(trace.eqns):
-        dying = []
+        dying = [v for v in e.outputs if id(v) not in seen]
+        seen.update(id(v) for v in dying)
         for a in e.inputs:
             if type(a) is Var and id(a) not in seen:
                 seen.add(id(a))
@@ -61,7 +64,7 @@ def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None) ->
         else:
             env[eqn.outputs[0]] = out
         for v in dying:
-            del env[v]
+            env.pop(v, None)
     outs = [a.value if type(a) is Literal else env[a] for a in trace.outputs]
     # An output that is an input is returned as a read-only view, never the user's array.
     return [finalize_cpu(o, args) if type(o) is np.ndarray else o for o in outs]

@@ -1,0 +1,208 @@
+"""``scaled_dot_product_attention``: torch.nn.functional's signature and semantics, plus
+an additive ``bias`` and logit soft-capping.
+
+The function is a composite of functx operations (two matmuls around a stable softmax), so
+every transform works through it. Its backward pass keeps the attention probabilities, an
+``(..., L, S)`` array per call, alive until the gradient is computed (the matmul VJPs need
+them): memory grows with ``L * S``. A memory-lean variant that recomputes them in the
+backward pass can be built with ``functx.checkpoint`` once it exists.
+
+Example:
+    >>> import functx.nn as fnn
+    >>> q = k = v = np.random.randn(2, 4, 8, 16)           # (batch, heads, length, dim)
+    >>> fnn.scaled_dot_product_attention(q, k, v, is_causal=True).shape   # (2, 4, 8, 16)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+import functx.numpy as fnp
+from functx import random as fxr
+from functx.errors import DTypeError, ShapeError
+from functx.nn._util import ArgumentError, array, check_number, float_array
+from functx.numpy._shape import on_device_of
+from functx.primitives.misc import stop_gradient
+
+__all__ = ["scaled_dot_product_attention"]
+
+_FN = "scaled_dot_product_attention"
+
+
+def _check_scores_operand(name: str, a: Any, scores_shape: tuple[int, ...]) -> None:
+    """``a`` (attn_mask or bias) must broadcast to the scores' shape without growing it."""
+    try:
+        ok = np.broadcast_shapes(tuple(a.shape), scores_shape) == scores_shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(f"functx.nn.{_FN}: {name} of shape {tuple(a.shape)} does not "
+                         f"broadcast to the attention scores' shape {scores_shape} "
+                         "(query.shape[:-1] + (key.shape[-2],), batch dimensions broadcast). "
+                         f"Pass a {name} of shape (..., L, S).")
+
+
+def _check_shapes(q: Any, k: Any, v: Any, enable_gqa: bool) -> tuple[Any, Any]:
+    """Shape checks of query/key/value; returns key and value with GQA heads repeated."""
+    for name, a in (("query", q), ("key", k), ("value", v)):
+        if a.ndim < 2:
+            raise ShapeError(f"functx.nn.{_FN}: {name} must have at least 2 dimensions "
+                             f"(..., length, features), but it has shape {tuple(a.shape)}.")
+    if q.shape[-1] != k.shape[-1]:
+        raise ShapeError(f"functx.nn.{_FN}: query and key must have the same last dimension "
+                         f"(the embedding size E), but query has shape {tuple(q.shape)} and "
+                         f"key {tuple(k.shape)}.")
+    if k.shape[-2] != v.shape[-2]:
+        raise ShapeError(f"functx.nn.{_FN}: key and value must have the same source length S "
+                         f"(dimension -2), but key has shape {tuple(k.shape)} and value "
+                         f"{tuple(v.shape)}.")
+    if enable_gqa:
+        if min(q.ndim, k.ndim, v.ndim) < 3:
+            raise ShapeError(f"functx.nn.{_FN}: enable_gqa needs a heads dimension (-3) on "
+                             f"query, key and value, but their shapes are {tuple(q.shape)}, "
+                             f"{tuple(k.shape)}, {tuple(v.shape)}.")
+        hq = q.shape[-3]
+        for name, a in (("key", k), ("value", v)):
+            if a.shape[-3] == 0 or hq % a.shape[-3]:
+                raise ShapeError(f"functx.nn.{_FN}: with enable_gqa the number of query heads "
+                                 f"({hq}) must be a multiple of the number of {name} heads "
+                                 f"({a.shape[-3]}); query has shape {tuple(q.shape)}, {name} "
+                                 f"{tuple(a.shape)}.")
+        k = fnp.repeat(k, hq // k.shape[-3], axis=-3) if k.shape[-3] != hq else k
+        v = fnp.repeat(v, hq // v.shape[-3], axis=-3) if v.shape[-3] != hq else v
+    for name, a in (("key", k), ("value", v)):
+        try:
+            np.broadcast_shapes(tuple(q.shape[:-2]), tuple(a.shape[:-2]))
+        except ValueError:
+            raise ShapeError(f"functx.nn.{_FN}: the batch dimensions of query "
+                             f"{tuple(q.shape[:-2])} and {name} {tuple(a.shape[:-2])} do not "
+                             f"broadcast (query shape {tuple(q.shape)}, {name} shape "
+                             f"{tuple(a.shape)}).") from None
+    return k, v
+
+
+def _safe_softmax(s: Any) -> Any:
+    """Softmax over the last axis; rows with no finite score give zeros (not NaN), as in
+    PyTorch's attention (a fully masked query attends to nothing)."""
+    m = stop_gradient(fnp.max(s, axis=-1, keepdims=True, initial=-np.inf))
+    m = fnp.where(fnp.isfinite(m), m, fnp.zeros_like(m))
+    e = fnp.exp(fnp.subtract(s, m))
+    denom = fnp.sum(e, axis=-1, keepdims=True)
+    return fnp.divide(e, fnp.where(fnp.equal(denom, 0), fnp.ones_like(denom), denom))
+
+
+def _dropout(probs: Any, p: float, key: Any) -> Any:
+    """``probs * keep / (1 - p)`` with ``keep = bernoulli(key, 1 - p, probs.shape)``
+    (all zeros for ``p == 1``, as in PyTorch)."""
+    if p >= 1.0:
+        return fnp.multiply(probs, 0.0)
+    keep = fxr.bernoulli(key, 1.0 - p, tuple(probs.shape))
+    return fnp.where(keep, fnp.divide(probs, 1.0 - p), 0.0)
+
+
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None, *, enable_gqa: bool = False,
+                                 bias: Any = None, softcap: float | None = None,
+                                 dropout_key: Any = None) -> Any:
+    """``softmax(mask(bias + cap(scale * query @ key^T))) @ value``.
+
+    The scores are computed in this order (after PyTorch and FlashAttention):
+
+    1. ``s = (query * scale) @ key^T``, shape ``(..., L, S)``;
+    2. soft-capping, if ``softcap`` is given: ``s = softcap * tanh(s / softcap)``;
+    3. ``s = s + bias``, if ``bias`` is given (e.g. ALiBi or relative-position terms);
+    4. ``attn_mask``: a boolean mask keeps the scores where True and sets the others to
+       ``-inf``; a float mask is added; ``is_causal`` keeps ``j <= i`` (top-left aligned
+       ``tril`` of an ``(L, S)`` matrix, as in PyTorch);
+    5. a numerically stable softmax over ``S``; a query row whose scores are all ``-inf``
+       (fully masked) gets all-zero probabilities and a zero output, as in PyTorch;
+    6. dropout of the probabilities, if ``dropout_p > 0``: each is kept with probability
+       ``1 - dropout_p`` and divided by it, the mask being
+       ``functx.random.bernoulli(dropout_key, 1 - dropout_p, probabilities.shape)`` (the
+       same key gives the same mask, so recomputation reproduces it);
+    7. ``probabilities @ value``.
+
+    Memory: the backward pass keeps the ``(..., L, S)`` probabilities (see the module
+    docstring; a recomputing variant can come from ``functx.checkpoint``).
+
+    Args:
+        query: shape ``(..., L, E)``.
+        key: shape ``(..., S, E)``.
+        value: shape ``(..., S, Ev)``. The batch dimensions ``...`` of the three broadcast.
+        attn_mask: None, a bool array or a float array broadcasting to ``(..., L, S)``.
+        dropout_p: the dropout probability of the attention weights, in ``[0, 1]``.
+        is_causal: apply a causal mask (not together with ``attn_mask``).
+        scale: the score scale; None means ``1 / sqrt(E)``.
+        enable_gqa: grouped-query attention: key/value heads (dimension -3) are repeated
+            to the number of query heads, which must be a multiple of them.
+        bias: None or a float array broadcasting to ``(..., L, S)``, added to the scores.
+        softcap: None or a positive float, the cap of the logits.
+        dropout_key: a functx.random key for dropout; required when ``dropout_p > 0``.
+
+    Returns:
+        Shape ``(..., L, Ev)``.
+
+    Raises:
+        ShapeError: inconsistent query/key/value shapes (the message names them), or an
+            ``attn_mask``/``bias`` that does not broadcast to the scores.
+        DTypeError: an integer ``attn_mask``, or a non-float ``bias``.
+        ArgumentError: ``is_causal`` with ``attn_mask``, ``dropout_p`` outside ``[0, 1]`` or
+            positive without ``dropout_key``, a non-positive ``softcap``.
+
+    Example:
+        >>> out = fnn.scaled_dot_product_attention(q, k, v, attn_mask=mask, softcap=50.0)
+    """
+    q = float_array(query, _FN, "query")
+    k = float_array(key, _FN, "key")
+    v = float_array(value, _FN, "value")
+    k, v = _check_shapes(q, k, v, bool(enable_gqa))
+    p_drop = check_number(_FN, "dropout_p", dropout_p, lo=0.0, hi=1.0)
+    cap = None if softcap is None else check_number(_FN, "softcap", softcap, lo=0.0,
+                                                    lo_open=True)
+    factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else check_number(_FN, "scale", scale)
+    scores_shape = tuple(np.broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2]))) + \
+        (q.shape[-2], k.shape[-2])
+    if is_causal and attn_mask is not None:
+        raise ArgumentError(f"functx.nn.{_FN}: pass either attn_mask or is_causal=True, not "
+                            "both (fold the causal mask into attn_mask instead).")
+    mask = None
+    if attn_mask is not None:
+        mask = array(attn_mask)
+        kind = np.dtype(mask.dtype).kind
+        if kind not in "bf":
+            raise DTypeError(f"functx.nn.{_FN}: attn_mask must be a bool array (True = "
+                             f"attend) or a float array (added to the scores), but it has "
+                             f"dtype {mask.dtype}.")
+        _check_scores_operand("attn_mask", mask, scores_shape)
+    b = None
+    if bias is not None:
+        b = array(bias)
+        if np.dtype(b.dtype).kind != "f":
+            raise DTypeError(f"functx.nn.{_FN}: bias must be a float array (added to the "
+                             f"scores), but it has dtype {b.dtype}.")
+        _check_scores_operand("bias", b, scores_shape)
+    if p_drop > 0 and dropout_key is None:
+        raise ArgumentError(f"functx.nn.{_FN}: dropout_p={dropout_p} needs a PRNG key: "
+                            "pass dropout_key=... (functx randomness is key-based), or "
+                            "dropout_p=0.0 for evaluation.")
+
+    s = fnp.matmul(fnp.multiply(q, factor), fnp.swapaxes(k, -1, -2))
+    if cap is not None:
+        s = fnp.multiply(cap, fnp.tanh(fnp.divide(s, cap)))
+    if b is not None:
+        s = fnp.add(s, b)
+    if mask is not None:
+        if np.dtype(mask.dtype).kind == "b":
+            s = fnp.where(mask, s, -np.inf)
+        else:
+            s = fnp.add(s, mask)
+    if is_causal:
+        L, S = scores_shape[-2:]
+        s = fnp.where(on_device_of(s, np.tril(np.ones((L, S), dtype=bool))), s, -np.inf)
+    probs = _safe_softmax(s)
+    if p_drop > 0:
+        probs = _dropout(probs, p_drop, dropout_key)
+    return fnp.matmul(probs, v)

@@ -1,0 +1,332 @@
+"""Normalisation layers as functions: layer_norm, rms_norm, group_norm, instance_norm,
+batch_norm (torch.nn.functional's names, arguments and defaults).
+
+Statistics use the biased variance (divide by the count), as in PyTorch; ``eps`` is added
+to the variance before the square root. Centring is two-pass (``mean((x - mean)**2)``).
+
+Running statistics are functional (nothing is mutated): where PyTorch's ``batch_norm``
+(``training=True``) and ``instance_norm`` (``use_input_stats=True``) update
+``running_mean``/``running_var`` in place, the functx versions return them instead:
+
+    * if the batch statistics are used AND ``running_mean`` or ``running_var`` is given,
+      the result is a tuple ``(output, new_running_mean, new_running_var)`` (an entry is
+      None where that running statistic was not given);
+    * otherwise the result is the output array alone.
+
+The choice depends only on Python arguments (not on values), so it is stable under every
+transform. A PyTorch line ``y = F.batch_norm(x, rm, rv, training=True)`` ports as
+``y, rm, rv = fnn.batch_norm(x, rm, rv, training=True)``. New running statistics are
+``(1 - momentum) * running + momentum * batch_statistic``, with the unbiased variance
+(``n / (n - 1)`` times the biased one), as in PyTorch. As in PyTorch, running statistics
+are buffers, not parameters: no gradient flows into or out of them.
+
+Example:
+    >>> import functx.nn as fnn
+    >>> y = fnn.layer_norm(np.random.randn(4, 8), (8,))
+    >>> y, rm, rv = fnn.batch_norm(np.random.randn(4, 3), np.zeros(3), np.ones(3),
+    ...                            training=True)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+import functx.numpy as fnp
+from functx.errors import ShapeError
+from functx.nn._util import ArgumentError, check_int, check_number, float_array
+from functx.primitives.misc import stop_gradient
+
+__all__ = ["layer_norm", "rms_norm", "group_norm", "instance_norm", "batch_norm"]
+
+
+def _normalized_shape(fn: str, normalized_shape: Any, x: Any) -> tuple[int, ...]:
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
+        tuple(normalized_shape)
+    if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer))
+           for d in shape):
+        raise ArgumentError(f"functx.nn.{fn}: normalized_shape must be an int or a sequence "
+                            f"of ints, not {normalized_shape!r}.")
+    shape = tuple(int(d) for d in shape)
+    if len(shape) > x.ndim or tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise ShapeError(f"functx.nn.{fn}: input of shape {tuple(x.shape)} does not end with "
+                         f"normalized_shape {shape}: the normalised dimensions must be the "
+                         "last ones.")
+    return shape
+
+
+def _check_param(fn: str, name: str, p: Any, shape: tuple[int, ...]) -> Any:
+    if p is None:
+        return None
+    a = float_array(p, fn, name)
+    if tuple(a.shape) != tuple(shape):
+        raise ShapeError(f"functx.nn.{fn}: {name} must have shape {tuple(shape)}, but it has "
+                         f"shape {tuple(a.shape)}.")
+    return a
+
+
+def _affine(y: Any, weight: Any, bias: Any) -> Any:
+    if weight is not None:
+        y = fnp.multiply(y, weight)
+    if bias is not None:
+        y = fnp.add(y, bias)
+    return y
+
+
+def _standardize(x: Any, axes: tuple[int, ...], eps: float) -> tuple[Any, Any, Any]:
+    """``((x - mean) / sqrt(var + eps), mean, biased var)`` over ``axes`` (kept dims)."""
+    mean = fnp.mean(x, axis=axes, keepdims=True)
+    centered = fnp.subtract(x, mean)
+    var = fnp.mean(fnp.multiply(centered, centered), axis=axes, keepdims=True)
+    return fnp.divide(centered, fnp.sqrt(fnp.add(var, eps))), mean, var
+
+
+def layer_norm(input: Any, normalized_shape: int | Sequence[int], weight: Any = None,
+               bias: Any = None, eps: float = 1e-5) -> Any:
+    """Normalise over the last ``len(normalized_shape)`` dimensions, then scale and shift.
+
+    Args:
+        input: shape ``(*, *normalized_shape)``.
+        normalized_shape: the trailing shape to normalise over (an int for one dimension).
+        weight: None or shape ``normalized_shape`` (elementwise scale).
+        bias: None or shape ``normalized_shape`` (elementwise shift).
+        eps: added to the variance (>= 0).
+
+    Returns:
+        An array shaped like ``input``.
+
+    Raises:
+        ShapeError: ``input`` does not end with ``normalized_shape``, or a parameter shape.
+        ArgumentError: a malformed ``normalized_shape`` or a negative ``eps``.
+
+    Example:
+        >>> fnn.layer_norm(np.array([[1.0, 3.0]]), 2)   # [[-1., 1.]] (nearly)
+    """
+    x = float_array(input, "layer_norm")
+    shape = _normalized_shape("layer_norm", normalized_shape, x)
+    check_number("layer_norm", "eps", eps, lo=0.0)
+    w = _check_param("layer_norm", "weight", weight, shape)
+    b = _check_param("layer_norm", "bias", bias, shape)
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    y, _, _ = _standardize(x, axes, eps)
+    return _affine(y, w, b)
+
+
+def rms_norm(input: Any, normalized_shape: int | Sequence[int], weight: Any = None,
+             eps: float | None = None) -> Any:
+    """``input / sqrt(mean(input**2) + eps) * weight`` over the trailing dimensions.
+
+    Args:
+        input: shape ``(*, *normalized_shape)``.
+        normalized_shape: the trailing shape to normalise over (an int for one dimension).
+        weight: None or shape ``normalized_shape``.
+        eps: added to the mean square; None means the machine epsilon of ``input``'s
+            dtype (as in PyTorch).
+
+    Returns:
+        An array shaped like ``input``.
+
+    Raises:
+        ShapeError: ``input`` does not end with ``normalized_shape``, or ``weight``'s shape.
+        ArgumentError: a malformed ``normalized_shape`` or a negative ``eps``.
+
+    Example:
+        >>> fnn.rms_norm(np.array([[3.0, 4.0]]), (2,))   # [[0.848..., 1.131...]]
+    """
+    x = float_array(input, "rms_norm")
+    shape = _normalized_shape("rms_norm", normalized_shape, x)
+    e = float(np.finfo(x.dtype).eps) if eps is None else check_number("rms_norm", "eps", eps,
+                                                                        lo=0.0)
+    w = _check_param("rms_norm", "weight", weight, shape)
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    ms = fnp.mean(fnp.multiply(x, x), axis=axes, keepdims=True)
+    y = fnp.divide(x, fnp.sqrt(fnp.add(ms, e)))
+    return _affine(y, w, None)
+
+
+def _channels(fn: str, x: Any, min_ndim: int = 2) -> int:
+    if x.ndim < min_ndim:
+        raise ShapeError(f"functx.nn.{fn}: input must have at least {min_ndim} dimensions "
+                         f"(N, C, ...), but it has shape {tuple(x.shape)}.")
+    return x.shape[1]
+
+
+def _per_channel(v: Any, ndim: int) -> Any:
+    """A ``(C,)`` array shaped ``(1, C, 1, ...)`` to broadcast against an ``ndim`` input."""
+    return None if v is None else fnp.reshape(v, (1, -1) + (1,) * (ndim - 2))
+
+
+def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None,
+               eps: float = 1e-5) -> Any:
+    """Normalise each group of ``C // num_groups`` channels (and all spatial positions) of
+    each sample, then apply a per-channel scale and shift.
+
+    Args:
+        input: shape ``(N, C, *)``.
+        num_groups: a positive divisor of ``C``.
+        weight: None or shape ``(C,)``.
+        bias: None or shape ``(C,)``.
+        eps: added to the variance.
+
+    Returns:
+        An array shaped like ``input``.
+
+    Raises:
+        ShapeError: ``input`` has fewer than 2 dimensions, or a parameter shape.
+        ArgumentError: ``num_groups`` does not divide ``C``, or a negative ``eps``.
+
+    Example:
+        >>> fnn.group_norm(np.random.randn(2, 4, 5), 2).shape   # (2, 4, 5)
+    """
+    x = float_array(input, "group_norm")
+    c = _channels("group_norm", x)
+    g = check_int("group_norm", "num_groups", num_groups, lo=1)
+    if c % g:
+        raise ArgumentError(f"functx.nn.group_norm: num_groups={g} must divide the number of "
+                            f"channels C={c} (input shape {tuple(x.shape)}).")
+    check_number("group_norm", "eps", eps, lo=0.0)
+    w = _check_param("group_norm", "weight", weight, (c,))
+    b = _check_param("group_norm", "bias", bias, (c,))
+    n = x.shape[0]
+    grouped = fnp.reshape(x, (n, g, (c // g) * math.prod(x.shape[2:])))
+    y, _, _ = _standardize(grouped, (2,), eps)
+    y = fnp.reshape(y, tuple(x.shape))
+    return _affine(y, _per_channel(w, x.ndim), _per_channel(b, x.ndim))
+
+
+def _new_running(fn: str, running: Any, stat: Any, momentum: float) -> Any:
+    """``(1 - momentum) * running + momentum * stat``, gradient-free (None stays None)."""
+    if running is None:
+        return None
+    return stop_gradient(fnp.add(fnp.multiply(1.0 - momentum, running),
+                                 fnp.multiply(momentum, stat)))
+
+
+def _running(fn: str, name: str, v: Any, c: int) -> Any:
+    a = _check_param(fn, name, v, (c,))
+    return None if a is None else stop_gradient(a)
+
+
+def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = None,
+               bias: Any = None, training: bool = False, momentum: float = 0.1,
+               eps: float = 1e-5) -> Any:
+    """Normalise each channel over the batch and spatial dimensions (``training=True``) or
+    with the running statistics (``training=False``), then scale and shift per channel.
+
+    Args:
+        input: shape ``(N, C, *)``.
+        running_mean: None or shape ``(C,)``; required when ``training=False``.
+        running_var: None or shape ``(C,)``; required when ``training=False``.
+        weight: None or shape ``(C,)``.
+        bias: None or shape ``(C,)``.
+        training: use (and return updated running statistics from) the batch statistics.
+        momentum: the weight of the batch statistic in the new running statistics.
+        eps: added to the variance.
+
+    Returns:
+        ``training=False``, or no running statistic given: the output, shaped like
+        ``input``. ``training=True`` with ``running_mean`` or ``running_var`` given:
+        ``(output, new_running_mean, new_running_var)`` (None where not given); see the
+        module docstring. The inputs are never modified.
+
+    Raises:
+        ShapeError: ``input`` has fewer than 2 dimensions, or a parameter shape.
+        ArgumentError: evaluation mode without running statistics, a single value per
+            channel in training mode, or a bad ``momentum``/``eps``.
+
+    Example:
+        >>> y, rm, rv = fnn.batch_norm(x, np.zeros(3), np.ones(3), training=True)
+        >>> y_eval = fnn.batch_norm(x, rm, rv)
+    """
+    x = float_array(input, "batch_norm")
+    c = _channels("batch_norm", x)
+    check_number("batch_norm", "momentum", momentum)
+    check_number("batch_norm", "eps", eps, lo=0.0)
+    rm = _running("batch_norm", "running_mean", running_mean, c)
+    rv = _running("batch_norm", "running_var", running_var, c)
+    w = _check_param("batch_norm", "weight", weight, (c,))
+    b = _check_param("batch_norm", "bias", bias, (c,))
+    axes = (0,) + tuple(range(2, x.ndim))
+    if not training:
+        if rm is None or rv is None:
+            raise ArgumentError("functx.nn.batch_norm: running_mean and running_var must be "
+                                "given when training=False (evaluation uses them); pass "
+                                "training=True to normalise with the batch statistics.")
+        y = fnp.divide(fnp.subtract(x, _per_channel(rm, x.ndim)),
+                       fnp.sqrt(fnp.add(_per_channel(rv, x.ndim), eps)))
+        return _affine(y, _per_channel(w, x.ndim), _per_channel(b, x.ndim))
+    count = math.prod(x.shape[i] for i in axes)
+    if count <= 1:
+        raise ArgumentError(f"functx.nn.batch_norm: expected more than 1 value per channel "
+                            f"when training, but input has shape {tuple(x.shape)}.")
+    y, mean, var = _standardize(x, axes, eps)
+    y = _affine(y, _per_channel(w, x.ndim), _per_channel(b, x.ndim))
+    if rm is None and rv is None:
+        return y
+    mean, var = fnp.reshape(mean, (c,)), fnp.reshape(var, (c,))
+    unbiased = fnp.multiply(var, count / (count - 1))
+    return (y, _new_running("batch_norm", rm, mean, momentum),
+            _new_running("batch_norm", rv, unbiased, momentum))
+
+
+def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,
+                  weight: Any = None, bias: Any = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Any:
+    """Normalise each channel of each sample over its spatial dimensions, then scale and
+    shift per channel.
+
+    Args:
+        input: shape ``(N, C, *spatial)`` with at least one spatial dimension.
+        running_mean: None or shape ``(C,)``.
+        running_var: None or shape ``(C,)``.
+        weight: None or shape ``(C,)``.
+        bias: None or shape ``(C,)``.
+        use_input_stats: normalise with each instance's statistics; False uses the running
+            statistics (which must then be given).
+        momentum: the weight of the batch-averaged instance statistics in the new running
+            statistics.
+        eps: added to the variance.
+
+    Returns:
+        The output shaped like ``input``; or, when ``use_input_stats`` and a running
+        statistic is given, ``(output, new_running_mean, new_running_var)``: the running
+        statistics move towards the batch means of the instance means and unbiased
+        variances (see the module docstring). The inputs are never modified.
+
+    Raises:
+        ShapeError: ``input`` has fewer than 3 dimensions, or a parameter shape.
+        ArgumentError: ``use_input_stats=False`` without running statistics, a single
+            spatial element with ``use_input_stats``, or a bad ``momentum``/``eps``.
+
+    Example:
+        >>> fnn.instance_norm(np.random.randn(2, 3, 5)).shape   # (2, 3, 5)
+    """
+    x = float_array(input, "instance_norm")
+    c = _channels("instance_norm", x, min_ndim=3)
+    check_number("instance_norm", "momentum", momentum)
+    check_number("instance_norm", "eps", eps, lo=0.0)
+    rm = _running("instance_norm", "running_mean", running_mean, c)
+    rv = _running("instance_norm", "running_var", running_var, c)
+    w = _check_param("instance_norm", "weight", weight, (c,))
+    b = _check_param("instance_norm", "bias", bias, (c,))
+    if not use_input_stats:
+        if rm is None or rv is None:
+            raise ArgumentError("functx.nn.instance_norm: running_mean and running_var must "
+                                "be given when use_input_stats=False.")
+        return batch_norm(x, rm, rv, w, b, training=False, eps=eps)
+    axes = tuple(range(2, x.ndim))
+    count = math.prod(x.shape[2:])
+    if count <= 1:
+        raise ArgumentError(f"functx.nn.instance_norm: expected more than 1 spatial element "
+                            f"when using input statistics, but input has shape "
+                            f"{tuple(x.shape)}.")
+    y, mean, var = _standardize(x, axes, eps)
+    y = _affine(y, _per_channel(w, x.ndim), _per_channel(b, x.ndim))
+    if rm is None and rv is None:
+        return y
+    n = x.shape[0]
+    mean_c = fnp.mean(fnp.reshape(mean, (n, c)), axis=0)
+    var_c = fnp.mean(fnp.reshape(fnp.multiply(var, count / (count - 1)), (n, c)), axis=0)
+    return (y, _new_running("instance_norm", rm, mean_c, momentum),
+            _new_running("instance_norm", rv, var_c, momentum))

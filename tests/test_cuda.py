@@ -1,0 +1,400 @@
+"""CUDA against CPU: every primitive of the spec table, its VJP, JVP and batching, on both.
+
+Each check draws arguments from the primitive's spec (tests/specs), runs the same function
+on NumPy arrays and on CuPy copies of them, and asserts the CUDA results are CuPy arrays of
+the same shape and dtype whose values match the CPU's (to rounding: CUDA's libm, atomic
+float additions and summation orders differ in the last bits). Then device-specific
+checks: dtypes (float32, float16, bfloat16), the CUDA kernels (last-write-wins scatter,
+scatter_add per dtype, cuBLAS batched GEMM on transposed and broadcast operands),
+device_put / to_numpy / default_device, mixing devices, DLPack with PyTorch and JAX, memory
+statistics, an MLP gradient end to end, and the random generator's bits.
+
+Without a CUDA backend (no CuPy, or no GPU) every test here skips with the reason.
+``FUNCTX_TEST_DEVICE=fakegpu`` runs the device-generic checks on tests/test_backends.py's
+fake device instead (a local dry run of this file's logic; CuPy-specific tests skip).
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import functx as fx
+import functx.numpy as fnp
+from functx import tree
+from functx.errors import DeviceError, DTypeError
+from functx.primitives import indexing as ix
+from functx.primitives import linalg as la
+from tests.specs import PrimSpec, all_specs
+from tests.test_primitive_rules import Call, cotangent_like, draw_rng, random_like, with_args
+
+B = sys.modules["functx.backends"]
+DEVICE_NAME = os.environ.get("FUNCTX_TEST_DEVICE", "cuda")
+if DEVICE_NAME == "fakegpu":  # the module object pytest collected, if it did
+    import importlib
+
+    _fake = sys.modules.get("test_backends") or importlib.import_module("tests.test_backends")
+    B.register_backend(_fake.FAKE)
+AVAILABLE = DEVICE_NAME in B.backends()
+pytestmark = pytest.mark.skipif(
+    not AVAILABLE, reason=f"no CUDA backend on this machine ({B.cuda_status()})")
+IS_CUDA = AVAILABLE and DEVICE_NAME == "cuda"
+needs_cupy = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU (not the fake device)")
+
+DEV = B.get_backend(DEVICE_NAME) if AVAILABLE else None
+xp = DEV.xp if AVAILABLE else np
+DEVICE = fx.Device(DEVICE_NAME, 0)
+
+SPECS: list[PrimSpec] = all_specs()
+DIFF_SPECS = [s for s in SPECS if s.diff_argnums]
+
+
+def per_spec(specs: list[PrimSpec]) -> Any:
+    return pytest.mark.parametrize("spec", specs, ids=[s.id for s in specs])
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def to_dev(x: Any) -> Any:
+    """NumPy arrays and scalars (leaves of a pytree) copied to the device; Python scalars
+    unchanged."""
+    return tree.map(lambda a: DEV.put(np.asarray(a), 0)
+                    if isinstance(a, (np.ndarray, np.generic)) else a, x)
+
+
+def on_dev(x: Any) -> bool:
+    return isinstance(x, DEV.array_types)
+
+
+def assert_matches(got: Any, want: Any, what: str, rtol: float, atol: float) -> None:
+    """``got`` (device pytree) has ``want``'s (host pytree) structure, shapes, dtypes and
+    values; every array leaf of ``got`` lives on the device."""
+    got_leaves, got_tree = tree.flatten(got)
+    want_leaves, want_tree = tree.flatten(want)
+    assert got_tree == want_tree, f"{what}: structure {got_tree} != {want_tree}"
+    for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        if g is None and w is None:
+            continue
+        assert on_dev(g), f"{what}: leaf {i} is a {type(g).__name__}, not a device array"
+        h, w = DEV.to_host(g), np.asarray(w)
+        assert (h.shape, h.dtype) == (w.shape, w.dtype), (
+            f"{what}: leaf {i} is {h.dtype}{list(h.shape)}, the CPU gives {w.dtype}{list(w.shape)}")
+        if w.dtype.kind in "fc":
+            scale = float(np.max(np.abs(w[np.isfinite(w)]), initial=0.0))
+            np.testing.assert_allclose(h, w, rtol=rtol, atol=atol * (1.0 + scale),
+                                       equal_nan=True, err_msg=f"{what}: leaf {i}")
+        else:
+            np.testing.assert_array_equal(h, w, err_msg=f"{what}: leaf {i}")
+
+
+def tolerances(spec: PrimSpec, dtype: Any = np.float64) -> tuple[float, float]:
+    if np.dtype(dtype) == np.float64:
+        return max(spec.rtol, 1e-11), max(spec.atol, 1e-11)
+    return 2e-5, 2e-5  # float32: CUDA's libm and orders of summation
+
+
+def as_float32(args: tuple) -> tuple:
+    return tree.map(lambda a: a.astype(np.float32) if isinstance(a, (np.ndarray, np.generic))
+                    and a.dtype == np.float64 else a, args)
+
+
+# -- every primitive: implementation, VJP, JVP, batching -----------------------------------------
+
+@per_spec(SPECS)
+@settings(max_examples=3)
+@given(data=st.data())
+def test_impl_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    args = data.draw(spec.args, label="args")
+    want = spec.fn(*args)
+    got = spec.fn(*to_dev(args))
+    assert_matches(got, want, f"{spec.id} (float64)", *tolerances(spec))
+
+
+F32_SPECS = [s for s in SPECS if s.diff_argnums]  # those drawn as float64: run them in float32
+
+
+@per_spec(F32_SPECS)
+@settings(max_examples=2)
+@given(data=st.data())
+def test_impl_cuda_matches_cpu_float32(spec: PrimSpec, data: Any) -> None:
+    args = as_float32(data.draw(spec.args, label="args"))
+    want = spec.fn(*args)
+    got = spec.fn(*to_dev(args))
+    assert_matches(got, want, f"{spec.id} (float32)", *tolerances(spec, np.float32))
+
+
+@per_spec(SPECS)
+@settings(max_examples=2)
+@given(data=st.data())
+def test_vjp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    call = Call(spec, data.draw(spec.args, label="args"))
+    rng = draw_rng(data)
+    out, f_vjp = fx.vjp(call.fn, *call.dyn_args)
+    u = cotangent_like(out, rng)
+    want = f_vjp(u)
+    out_d, f_vjp_d = fx.vjp(call.fn, *to_dev(call.dyn_args))
+    assert_matches(out_d, out, f"{spec.id}: vjp output", *tolerances(spec))
+    got = f_vjp_d(to_dev(u))
+    rtol, atol = tolerances(spec)
+    assert_matches(got, want, f"{spec.id}: cotangents", rtol * 10, atol * 10)
+
+
+@per_spec(DIFF_SPECS)
+@settings(max_examples=2)
+@given(data=st.data())
+def test_jvp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    call = Call(spec, data.draw(spec.args, label="args"))
+    rng = draw_rng(data)
+    tangents = tuple(random_like(a, rng) if np.asarray(a).dtype.kind == "f"
+                     else np.zeros_like(np.asarray(a)) for a in call.dyn_args)
+    want = fx.jvp(call.fn, call.dyn_args, tangents)
+    got = fx.jvp(call.fn, to_dev(call.dyn_args), to_dev(tangents))
+    rtol, atol = tolerances(spec)
+    assert_matches(got, want, f"{spec.id}: jvp", rtol * 10, atol * 10)
+
+
+@per_spec(SPECS)
+@settings(max_examples=1)
+@given(data=st.data())
+def test_vmap_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    """vmap over a batch of two examples (the drawn one and its reverse-order copy for float
+    arguments); scalars and other non-array arguments are held fixed."""
+    call = Call(spec, data.draw(spec.args, label="args"))
+    args = call.dyn_args
+    batched = tuple(i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic)))
+    stacked = tuple(np.stack([args[i], args[i][::-1] if args[i].ndim and
+                              args[i].dtype.kind == "f" else args[i]]) for i in batched)
+
+    def example(*xs: Any) -> Any:
+        return call.fn(*with_args(args, batched, xs))
+
+    want = fx.vmap(example)(*stacked)
+    got = fx.vmap(example)(*to_dev(stacked))
+    assert_matches(got, want, f"{spec.id}: vmap", *tolerances(spec))
+
+
+# -- dtypes ------------------------------------------------------------------------------------
+
+def test_float16_operations_match_the_cpu() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 16, 32)).astype(np.float16)
+    b = rng.standard_normal((8, 32, 4)).astype(np.float16)
+    ops = {
+        "tanh(a) * a + 1": lambda a, b: fnp.add(fnp.multiply(fnp.tanh(a), a), 1.0),
+        "exp(a).sum(-1)": lambda a, b: fnp.sum(fnp.exp(a), axis=-1),
+        "batched matmul": lambda a, b: fnp.matmul(a, b),
+        "erf": lambda a, b: fx.bind(fx.registry["erf"], a),
+    }
+    for name, f in ops.items():
+        want = f(a, b)
+        got = f(*to_dev((a, b)))
+        assert_matches(got, want, f"float16 {name}", 1e-2, 1e-2)
+    g = fx.grad(lambda a: fnp.sum(fnp.matmul(a, to_dev(b)) ** 2).astype(np.float32))(to_dev(a))
+    assert on_dev(g) and g.dtype == np.float16
+
+
+def test_bfloat16_is_supported_or_refused_clearly() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.linspace(-2, 2, 12, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    if DEV.supports_dtype(np.dtype(ml_dtypes.bfloat16)):
+        got = fnp.tanh(fx.device_put(x, DEVICE))
+        assert_matches(got, fnp.tanh(x), "bfloat16 tanh", 1e-2, 1e-2)
+    else:
+        with pytest.raises(DTypeError, match="bfloat16 cannot live on"):
+            fx.device_put(x, DEVICE)
+
+
+@needs_cupy
+def test_batched_gemm_reads_transposed_and_broadcast_operands() -> None:
+    rng = np.random.default_rng(2)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5), (np.float16, 1e-2)):
+        for tx in (False, True):
+            for ty in (False, True):
+                x = rng.standard_normal((3, 5, 4)).astype(dtype)
+                y = rng.standard_normal((3, 4, 6)).astype(dtype)
+                xd = xp.asarray(x.transpose(0, 2, 1).copy()).transpose(0, 2, 1) if tx \
+                    else xp.asarray(x)
+                yd = xp.asarray(y.transpose(0, 2, 1).copy()).transpose(0, 2, 1) if ty \
+                    else xp.asarray(y)
+                want = np.matmul(x.astype(np.float64), y.astype(np.float64))
+                got = la.dot_general(xd, yd, dimension_numbers=(((2,), (1,)), ((0,), (0,))))
+                assert got.dtype == dtype
+                np.testing.assert_allclose(got.get().astype(np.float64), want, rtol=tol,
+                                           atol=tol * 10, err_msg=f"{dtype} {tx} {ty}")
+        yb = xp.broadcast_to(xp.asarray(y[:1]), (3, 4, 6))  # batch stride 0
+        got = la.dot_general(xp.asarray(x), yb, dimension_numbers=(((2,), (1,)), ((0,), (0,))))
+        np.testing.assert_allclose(got.get().astype(np.float64),
+                                   np.matmul(x, np.broadcast_to(y[:1], (3, 4, 6))).astype(
+                                       np.float64), rtol=tol, atol=tol * 10)
+
+
+@needs_cupy
+def test_scatter_last_write_wins_under_heavy_duplication() -> None:
+    rng = np.random.default_rng(3)
+    for axis in (0, 1):
+        x = rng.standard_normal((6, 5, 3)) if axis == 1 else rng.standard_normal((5, 4))
+        idx = rng.integers(0, 5, size=(200,))
+        upd_shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+        upd = rng.standard_normal(upd_shape)
+        want = ix.scatter(x, idx, upd, axis=axis)
+        for _ in range(3):
+            got = ix.scatter(*to_dev((x, idx, upd)), axis=axis)
+            np.testing.assert_array_equal(got.get(), want)
+
+
+@needs_cupy
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64, np.int32,
+                                   np.uint8, np.int16, np.complex128, np.bool_])
+def test_scatter_add_every_dtype(dtype: Any) -> None:
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((7, 3)) * 4).astype(dtype)
+    idx = rng.integers(-1, 8, size=(4, 5))
+    upd = (rng.standard_normal((4, 5, 3)) * 4).astype(dtype)
+    want = ix.scatter_add(x, idx, upd, axis=0)
+    got = ix.scatter_add(*to_dev((x, idx, upd)), axis=0)
+    assert got.dtype == want.dtype
+    tol = 1e-2 if dtype == np.float16 else 1e-6
+    if np.dtype(dtype).kind in "fc":
+        np.testing.assert_allclose(got.get(), want, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got.get(), want)
+
+
+# -- placement, defaults, mixing -----------------------------------------------------------------
+
+def test_devices_and_device_put_round_trip() -> None:
+    assert DEVICE in fx.devices() and fx.devices()[0] == fx.Device("cpu")
+    x = np.arange(6.0).reshape(2, 3)
+    d = fx.device_put({"x": x, "s": np.float32(2.0)}, DEVICE_NAME)
+    assert on_dev(d["x"]) and on_dev(d["s"]) and d["s"].dtype == np.float32
+    assert fx.device_of(d["x"]) == DEVICE
+    assert fx.device_put(d["x"], DEVICE) is d["x"]
+    back = fx.to_numpy(d)
+    assert type(back["x"]) is np.ndarray
+    np.testing.assert_array_equal(back["x"], x)
+    cpu = fx.device_put(d["x"], "cpu")
+    assert type(cpu) is np.ndarray and not cpu.flags.writeable
+
+
+def test_default_device_places_created_arrays() -> None:
+    with fx.default_device(DEVICE_NAME):
+        made = [fnp.zeros((2, 3)), fnp.ones(4, np.float32), fnp.full((2,), 1.5), fnp.eye(3),
+                fnp.arange(5), fnp.zeros_like(1.0)]
+        assert fx.get_default_device() == DEVICE
+    assert all(on_dev(a) for a in made)
+    assert made[1].dtype == np.float32 and made[4].dtype == np.int64
+    np.testing.assert_array_equal(DEV.to_host(made[3]), np.eye(3))
+    assert type(fnp.zeros(2)) is np.ndarray
+
+
+def test_mixing_devices_names_both_and_scalars_join() -> None:
+    x = fx.device_put(np.ones(3, np.float32), DEVICE)
+    with pytest.raises(DeviceError, match=rf"add got arrays on two devices: f32\[3\] on "
+                                          rf"cpu:0 and f32\[3\] on {DEVICE_NAME}:0"):
+        fnp.add(np.ones(3, np.float32), x)
+    # (Operators on a raw CuPy array are CuPy's own; functx.numpy functions go through functx.)
+    for out in (fnp.multiply(x, 2.0), fnp.add(x, 1), fnp.power(2, x),
+                fnp.maximum(x, np.float32(0.5)), fnp.true_divide(x, np.asarray(2.0, np.float32)),
+                fnp.where(fnp.greater(x, 0), x, -1.0)):
+        assert on_dev(out) and out.dtype == np.float32
+    y = fnp.subtract(fnp.multiply(fnp.tanh(x), 3.0), 1)
+    np.testing.assert_allclose(DEV.to_host(y), np.tanh(1.0) * 3 - 1, rtol=1e-6)
+
+
+def test_mlp_gradient_runs_on_the_device_end_to_end() -> None:
+    rng = np.random.default_rng(5)
+    sizes = [16, 32, 8]
+    params = [(rng.standard_normal((a, b)) / math.sqrt(a), np.zeros(b))
+              for a, b in zip(sizes, sizes[1:])]
+    X, Y = rng.standard_normal((10, 16)), rng.standard_normal((10, 8))
+
+    def loss(params, X, Y):
+        h = X
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = fnp.tanh(h)
+        return fnp.mean((h - Y) ** 2)
+
+    want = fx.value_and_grad(loss)(params, X, Y)
+    got = fx.value_and_grad(loss)(*fx.device_put((params, X, Y), DEVICE))
+    assert_matches(got, want, "MLP value_and_grad", 1e-11, 1e-12)
+    hvp = lambda p, v: fx.jvp(lambda q: fx.grad(loss)(q, X, Y), (p,), (v,))[1]
+    want_h = hvp(params, params)
+    got_h = fx.jvp(lambda q: fx.grad(loss)(q, *to_dev((X, Y))), (to_dev(params),),
+                   (to_dev(params),))[1]
+    assert_matches(got_h, want_h, "MLP hessian-vector product", 1e-10, 1e-11)
+
+
+def test_random_bits_match_the_cpu() -> None:
+    fxr = pytest.importorskip("functx.random")
+    key = fxr.key(42)
+    kd = fx.device_put(key, DEVICE)
+    pairs = [
+        (fxr.split(key, 3), fxr.split(kd, 3)),
+        (fxr.fold_in(key, 7), fxr.fold_in(kd, 7)),
+        (fxr.bits(key, (3, 5)), fxr.bits(kd, (3, 5))),
+        (fxr.bits(key, (7,), np.uint64), fxr.bits(kd, (7,), np.uint64)),
+        (fxr.uniform(key, (4, 4), np.float32), fxr.uniform(kd, (4, 4), np.float32)),
+        (fxr.normal(key, (1000,)), fxr.normal(kd, (1000,))),
+        (fxr.bernoulli(key, 0.3, (50,)), fxr.bernoulli(kd, 0.3, (50,))),
+    ]
+    for i, (want, got) in enumerate(pairs):
+        assert on_dev(got), f"draw {i} left the device"
+        h = DEV.to_host(got)
+        if h.dtype.kind in "uib":
+            np.testing.assert_array_equal(h, want, err_msg=f"draw {i}")
+        else:  # the bits are the same; normal's erf_inv may round differently in libm
+            np.testing.assert_allclose(h, want, rtol=1e-6 if h.dtype == np.float32 else 1e-13,
+                                       atol=1e-13, err_msg=f"draw {i}")
+    u_cpu = fxr.uniform(key, (64,), np.float32)
+    u_dev = DEV.to_host(fxr.uniform(kd, (64,), np.float32))
+    np.testing.assert_array_equal(u_dev.view(np.uint32), u_cpu.view(np.uint32))
+
+
+# -- CuPy specifics: memory, DLPack ---------------------------------------------------------------
+
+@needs_cupy
+def test_memory_stats_track_a_peak() -> None:
+    fx.reset_peak_memory_stats(DEVICE)
+    before = fx.memory_stats(DEVICE)
+    big = xp.ones((64, 1024, 1024), np.float32)  # 256 MiB
+    del big
+    stats = fx.memory_stats(DEVICE)
+    assert set(stats) >= {"bytes_in_use", "bytes_reserved", "peak_bytes_in_use",
+                          "peak_bytes_reserved", "device_free_bytes", "device_total_bytes"}
+    assert stats["peak_bytes_in_use"] >= before["bytes_in_use"] + 256 * 2**20
+    assert stats["bytes_in_use"] < stats["peak_bytes_in_use"]
+    assert stats["device_total_bytes"] > stats["device_free_bytes"] > 0
+
+
+@needs_cupy
+def test_dlpack_zero_copy_with_torch() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch here has no CUDA")
+    t = torch.arange(5, dtype=torch.float32, device="cuda")
+    x = fx.from_dlpack(t)
+    assert on_dev(x) and x.data.ptr == t.data_ptr()
+    y = fnp.sin(x) * 2.0  # a functx (CuPy) array: PyTorch reads it in place
+    ty = torch.from_dlpack(y)
+    assert ty.data_ptr() == y.data.ptr and ty.device.type == "cuda"
+    torch.testing.assert_close(ty, torch.sin(t) * 2)
+
+
+@needs_cupy
+def test_dlpack_with_jax() -> None:
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX here has no GPU")
+    j = jax.numpy.arange(4.0, dtype=jax.numpy.float32)
+    x = fx.from_dlpack(j)
+    assert on_dev(x)
+    np.testing.assert_array_equal(x.get(), np.arange(4.0, dtype=np.float32))
+    back = jax.dlpack.from_dlpack(fnp.exp(x))
+    np.testing.assert_allclose(np.asarray(back), np.exp(np.arange(4.0)), rtol=1e-6)
