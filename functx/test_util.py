@@ -46,6 +46,10 @@ def _random_like(rng: np.random.Generator, x: Any) -> Any:
     return _like(x, np.asarray(v))
 
 
+def _conj(x: Any) -> Any:
+    return x if not np.iscomplexobj(_host(x)) else _like(x, np.conj(_host(x)))
+
+
 def _inner(a: Any, b: Any) -> complex:
     total = 0.0
     for x, y in zip(tree.leaves(a), tree.leaves(b)):
@@ -119,7 +123,9 @@ def check_vjp(f: Callable, args: tuple, atol: float | None = None, rtol: float |
     out, t_out = jvp(f, tuple(args), tangents)
     u = tree.map(lambda x: _random_like(rng, x), out)
     _, pull = vjp(f, *args)
-    ct_in = pull(u)
+    # functx's (JAX's) convention: the VJP is J^T ct, without conjugation, so the adjoint
+    # that the inner product pairs with J is conj(J^T conj(u)).
+    ct_in = tree.map(_conj, pull(tree.map(_conj, u)))
     lhs = _inner(t_out, u)
     rhs = _inner(tangents, ct_in)
     tol = _tolerance(tree.leaves(args) + tree.leaves(out), None)

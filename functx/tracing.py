@@ -291,9 +291,12 @@ class Tracer:
     def dot(self, other): return _fnp.dot(self, other)
     def round(self, decimals=0): return _fnp.round(self, decimals)
     def __round__(self, ndigits=None): return _fnp.round(self, ndigits or 0)
-    def conj(self): return self
+    def conj(self): return _fnp.conj(self)
+    def conjugate(self): return _fnp.conj(self)
     @property
-    def real(self): return self
+    def real(self): return _fnp.real(self)
+    @property
+    def imag(self): return _fnp.imag(self)
 
 
 def _leak_error(t: Tracer) -> TracerLeakError:

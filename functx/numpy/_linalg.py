@@ -152,7 +152,7 @@ def vdot(a: Any, b: Any, /) -> Any:
     """The dot product of the flattened arrays (the first one conjugated if complex)."""
     a, b = _promoted("vdot", a, b)
     if a.dtype.kind == "c":
-        from functx.numpy._ufuncs import conjugate
+        from functx.primitives.complex import conj as conjugate
 
         a = conjugate(a)
     a, b = ravel(a), ravel(b)

@@ -11,7 +11,9 @@ to the requested lengths (``pad``), and the result is scaled for ``norm``. ``fft
 
 Dtypes follow NumPy 2: complex64 and complex128 keep their precision, float16/float32 become
 complex64 (float32 for the real results of ``irfft2``/``irfftn``; NumPy's ``irfft``/``hfft``
-of float16 give float16 and so do these), other real and integer dtypes complex128 (float64). ``rfft``/``ihfft`` of complex input raise a DTypeError (a TypeError, as NumPy's).
+of float16 give float16 and so do these), other real and integer dtypes complex128 (float64).
+``rfft``/``ihfft``/``rfft2``/``rfftn`` of complex input raise a DTypeError (a TypeError, as
+NumPy's).
 
 Gradients follow JAX's convention for complex numbers (see functx.primitives.complex): the
 gradient of a real loss ``L`` with respect to a complex input ``z = x + iy`` is
@@ -24,7 +26,6 @@ Differences from NumPy:
       its DeprecationWarning.
     * ``rfftn``/``irfftn`` with ``axes=()`` raise ValueError (NumPy raises IndexError);
       ``fftn``/``ifftn`` with ``axes=()`` return the input unchanged, as NumPy does.
-    * Lengths below 1 (``n=0``, an empty transformed axis) raise ValueError, as in NumPy.
 
 Example:
     >>> import functx.numpy as fnp
@@ -43,7 +44,7 @@ import numpy as np
 from functx.errors import DTypeError
 from functx.numpy import _creation
 from functx.numpy import _shape as _fshape
-from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer
+from functx.numpy._promotion import astype, check_no_out, is_tracer
 from functx.primitives import complex as _cx
 from functx.primitives import elementwise as _ew
 from functx.primitives import fft as _fft
@@ -510,7 +511,7 @@ def rfftfreq(n: int, d: Any = 1.0, device: Any = None) -> Any:
     return _freqs("rfftfreq", n, d, device, True)
 
 
-def _shift(name: str, x: Any, axes: Any, sign: int) -> Any:
+def _shift(x: Any, axes: Any, sign: int) -> Any:
     from functx.numpy import roll
 
     x = _fshape.as_array(x)
@@ -529,7 +530,7 @@ def fftshift(x: Any, axes: int | Sequence[int] | None = None) -> Any:
     Example:
         >>> fftshift(fftfreq(4))   # array([-0.5 , -0.25,  0.  ,  0.25])
     """
-    return _shift("fftshift", x, axes, 1)
+    return _shift(x, axes, 1)
 
 
 def ifftshift(x: Any, axes: int | Sequence[int] | None = None) -> Any:
@@ -538,4 +539,4 @@ def ifftshift(x: Any, axes: int | Sequence[int] | None = None) -> Any:
     Example:
         >>> ifftshift(fftshift(fftfreq(5)))   # fftfreq(5)
     """
-    return _shift("ifftshift", x, axes, -1)
+    return _shift(x, axes, -1)

@@ -14,4 +14,5 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     bits,
     checkpoint,
     fft,  # (imports complex: real, imag, conj)
+    ctc,
 )
