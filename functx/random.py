@@ -17,17 +17,22 @@ Example:
     >>> mask = fxr.bernoulli(fxr.fold_in(k_drop, 7), 0.9, (4,))
 
 The bits. Everything is built from uint32 primitives whose results are defined for every
-input (wrapping ``add``, ``xor``, ``or`` and the shifts of ``functx.primitives.bits``), so
-every backend produces the same bits. They are JAX's bits for the ``threefry2x32``
-implementation with ``jax_threefry_partitionable=True`` (JAX's default since 0.5): element
-``i`` (C order) of an array of shape ``S`` drawn with key ``(k1, k2)`` comes from
+input (``functx.primitives.bits``: the Threefry block function ``threefry2x32``, shifts and
+bit casts; wrapping ``add``, ``xor``, ``or``), so every backend produces the same bits.
+They are JAX's bits for the ``threefry2x32`` implementation with
+``jax_threefry_partitionable=True`` (JAX's default since 0.5): element ``i`` (C order) of
+an array of shape ``S`` drawn with key ``(k1, k2)`` comes from
 ``threefry2x32((k1, k2), (hi(i), lo(i)))``, ``i`` read as a 64-bit counter; 32-bit draws
-xor the two output words, 64-bit draws concatenate them (first word high). Consequently
-``split(k, n)[i]`` equals ``fold_in(k, i)``. :func:`key`, :func:`split`, :func:`fold_in`,
-:func:`bits`, :func:`uniform`, :func:`bernoulli`, :func:`randint`, :func:`permutation` and
-:func:`categorical` reproduce ``jax.random`` exactly; :func:`normal` and
-:func:`truncated_normal` use JAX's algorithms (XLA's ``erf_inv`` polynomials), so they agree
-with JAX to a few ulps.
+xor the two output words, 64-bit draws concatenate them (first word high). So element
+``i`` does not depend on the shape requested, and ``split(k, n)[i]`` equals
+``fold_in(k, i)``. :func:`key`, :func:`split`, :func:`fold_in`, :func:`bits`,
+:func:`bernoulli`, :func:`randint`, :func:`permutation`, :func:`categorical` and
+:func:`uniform` on ``[0, 1)`` reproduce ``jax.random`` bit for bit. With other bounds
+``uniform`` rounds ``f * (maxval - minval)`` and ``+ minval`` separately, where XLA fuses
+them into one multiply-add: the last bit may differ from JAX's (functx's rounding is the
+same on every backend). :func:`normal` and :func:`truncated_normal` use JAX's algorithms
+and XLA's ``erf_inv`` polynomials (Giles), with ``w = -log(1 - u*u)`` evaluated accurately
+near ``|u| = 1``: they agree with JAX to rounding.
 
 Dtypes: the defaults are NumPy's (float64, int64; JAX's with ``jax_enable_x64``). Pass
 ``dtype=np.float32`` for single precision. An integer seed is read as a 64-bit integer (JAX
@@ -35,8 +40,9 @@ with ``jax_enable_x64``): ``key(-1)`` is ``[2**32 - 1, 2**32 - 1]``.
 
 Differences from ``jax.random``: no typed (``jax.random.key``) keys, no ``out_sharding``;
 ``categorical`` samples with replacement only and ``permutation`` sorts with a stable
-radix sort built from primitives (O(32 n) work per round; a sort primitive would be
-faster, with the same result).
+radix sort built from primitives (32 passes of about fifteen operations each per round:
+0.3 s for 60000 elements on one CPU core; a sort primitive would be faster, with the same
+result).
 """
 from __future__ import annotations
 
