@@ -25,6 +25,20 @@ from functx.transforms.vmap import vmap
 
 def _argnums_partial(f: Callable, argnums: int | Sequence[int], args: tuple, kwargs: dict,
                      fname: str) -> tuple[Callable, tuple]:
+    """``f`` as a function of the ``argnums`` arguments only, and their values.
+
+    Raises:
+        GradError: ``argnums`` is out of range or names a non-float argument (the error
+            names the caller's line).
+    """
+    try:
+        return _partial(f, argnums, args, kwargs, fname)
+    except GradError as e:
+        raise attach_source(e, user_source(2)) from None
+
+
+def _partial(f: Callable, argnums: int | Sequence[int], args: tuple, kwargs: dict,
+             fname: str) -> tuple[Callable, tuple]:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if any(not -len(args) <= i < len(args) for i in nums):
         raise GradError(f"{fname}: argnums={argnums} but the function was called with "
@@ -111,10 +125,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
 
     @functools.wraps(f)
     def jacfun(*args: Any, **kwargs: Any) -> Any:
-        try:
-            f_partial, dyn = _argnums_partial(f, argnums, args, kwargs, fname)
-        except GradError as e:
-            raise attach_source(e, user_source(1)) from None
+        f_partial, dyn = _argnums_partial(f, argnums, args, kwargs, fname)
         leaves, in_tree = tree.flatten(dyn)
         leaves = _as_arrays(leaves)
         dyn = tree.unflatten(in_tree, leaves)
@@ -156,10 +167,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
 
     @functools.wraps(f)
     def jacfun(*args: Any, **kwargs: Any) -> Any:
-        try:
-            f_partial, dyn = _argnums_partial(f, argnums, args, kwargs, fname)
-        except GradError as e:
-            raise attach_source(e, user_source(1)) from None
+        f_partial, dyn = _argnums_partial(f, argnums, args, kwargs, fname)
         res = vjp(f_partial, *dyn, has_aux=has_aux)
         y, pull = res[0], res[1]
         aux = res[2] if has_aux else None
