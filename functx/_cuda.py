@@ -70,7 +70,7 @@ def make_backend(cupy: Any, count: int) -> Any:
         with cupy.cuda.Device(device_id):
             if isinstance(x, cupy.ndarray):
                 return x.copy()  # a peer copy onto the current device
-            return cupy.asarray(np.ascontiguousarray(x))
+            return cupy.asarray(x)  # (np.ascontiguousarray would make 0-d arrays 1-d)
 
     def scalar_from_host(a: Any) -> Any:
         # Keyed by the bits (so -0.0 and NaN payloads are kept apart) and the current GPU.

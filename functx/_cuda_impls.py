@@ -76,7 +76,7 @@ def scatter(xp: Any, x: Any, indices: Any, updates: Any, *, axis: int) -> Any:
     idx = xp.clip(xp.reshape(indices, (m,)).astype(np.int64), 0, n - 1)
     winner = xp.full((n,), -1, dtype=np.int32)
     _kernel(xp, "scatter_winner")(idx, winner)
-    upd = xp.ascontiguousarray(updates).reshape(-1)
+    upd = xp.array(updates, order="C").reshape(-1)
     _kernel(xp, "scatter_write")(upd, idx, winner, m, post, n, out.reshape(-1),
                                  size=upd.size)
     return out
@@ -103,12 +103,12 @@ def scatter_add(xp: Any, x: Any, indices: Any, updates: Any, *, axis: int) -> An
     if dt == np.int64:  # two's complement: adding the same bits as uint64 is the same sum
         out = xp.array(x, copy=True, order="C")
         cupyx.scatter_add(out.view(np.uint64), where,
-                          xp.ascontiguousarray(updates).view(np.uint64))
+                          xp.array(updates, order="C").view(np.uint64))
         return out
     if dt.kind == "c":  # real and imaginary parts separately
         real = np.float32 if dt == np.complex64 else np.float64
         out = xp.array(x, copy=True, order="C")
-        upd = xp.ascontiguousarray(updates)
+        upd = xp.array(updates, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
         cupyx.scatter_add(out.view(real).reshape(out.shape + (2,)), where,
                           upd.view(real).reshape(upd.shape + (2,)))
         return out

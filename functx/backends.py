@@ -134,9 +134,13 @@ MIXED = Backend(name="mixed", xp=None, array_types=(), to_host=np.asarray,
 
 def register_backend(backend: Backend) -> None:
     """Add a backend (the CUDA backend registers itself this way when CuPy sees a GPU)."""
+    from functx import ir
+
     _BACKENDS[backend.name] = backend
     for t in backend.array_types:
         _BY_TYPE[t] = backend
+        if backend is not CPU:
+            ir.DEVICE_ARRAY_TYPES.add(t)  # abstract values of these arrays are memoised
 
 
 def backends() -> dict[str, Backend]:

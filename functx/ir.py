@@ -78,9 +78,13 @@ tree.register_leaf_type(AbstractArray)
 _ARRAY_AVALS: dict = {}
 
 
+# Array types of the non-CPU backends (cupy.ndarray...), added by functx.backends.
+DEVICE_ARRAY_TYPES: set = set()
+
+
 def abstractify(x: Any) -> AbstractArray:
     """The abstract value of an array, a Python scalar, or anything with shape and dtype."""
-    if type(x) is np.ndarray:  # the hot case, memoised on (shape, dtype)
+    if type(x) is np.ndarray or type(x) in DEVICE_ARRAY_TYPES:  # hot: memoised on (shape, dtype)
         key = (x.shape, x.dtype)
         aval = _ARRAY_AVALS.get(key)
         if aval is None:
@@ -118,7 +122,8 @@ class Literal:
     aval: AbstractArray
 
     def __repr__(self) -> str:
-        v = np.asarray(self.value).item()
+        value = self.value  # .item() also reads a 0-d CuPy array, which np.asarray refuses
+        v = value.item() if hasattr(value, "item") else np.asarray(value).item()
         return f"{v}:{self.aval}"
 
 

@@ -173,10 +173,12 @@ class Tracer:
         return int(self._concrete("Using a traced value as an index (__index__)"))
 
     def item(self) -> Any:
-        return np.asarray(self._concrete(".item()")).item()
+        v = self._concrete(".item()")
+        return v.item() if hasattr(v, "item") else np.asarray(v).item()  # (CuPy: no asarray)
 
     def tolist(self) -> Any:
-        return np.asarray(self._concrete(".tolist()")).tolist()
+        v = self._concrete(".tolist()")
+        return v.tolist() if hasattr(v, "tolist") else np.asarray(v).tolist()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise ConcretizationError(

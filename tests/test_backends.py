@@ -258,6 +258,19 @@ def test_default_device_places_new_arrays(fake: fx.Device) -> None:
     assert type(fnp.zeros(2)) is np.ndarray
 
 
+def test_like_argument_creates_on_the_device_of_its_array(fake: fx.Device) -> None:
+    x = on_fake(np.ones(3))
+    made = [fnp.zeros(2, like=x), fnp.ones(2, like=x), fnp.empty(2, like=x),
+            fnp.full(2, 3.0, like=x), fnp.eye(2, like=x), fnp.identity(2, like=x),
+            fnp.tri(2, like=x), fnp.arange(3, like=x)]
+    assert all(type(a) is FakeArray for a in made), [type(a) for a in made]
+    assert type(fnp.zeros(2, like=np.ones(1))) is np.ndarray
+    # Inside grad, like= looks through the tracer to the device of its value.
+    g = fx.grad(lambda v: fnp.sum(v * fnp.arange(3, like=v)))(x)
+    assert type(g) is FakeArray
+    np.testing.assert_array_equal(np.asarray(g), [0.0, 1.0, 2.0])
+
+
 # -- the fake device: operations ---------------------------------------------------------------
 
 def test_scalars_and_0d_host_arrays_join_the_device(fake: fx.Device) -> None:

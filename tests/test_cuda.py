@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import Phase, given, settings, strategies as st
 
 import functx as fx
 import functx.numpy as fnp
@@ -56,6 +56,12 @@ DIFF_SPECS = [s for s in SPECS if s.diff_argnums]
 
 def per_spec(specs: list[PrimSpec]) -> Any:
     return pytest.mark.parametrize("spec", specs, ids=[s.id for s in specs])
+
+
+def examples(n: int) -> settings:
+    """``n`` examples, reported as drawn (no shrinking: GPU time is scarce)."""
+    return settings(max_examples=n, phases=(Phase.explicit, Phase.reuse, Phase.generate),
+                    database=None)
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -106,7 +112,7 @@ def as_float32(args: tuple) -> tuple:
 # -- every primitive: implementation, VJP, JVP, batching -----------------------------------------
 
 @per_spec(SPECS)
-@settings(max_examples=3)
+@examples(3)
 @given(data=st.data())
 def test_impl_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
     args = data.draw(spec.args, label="args")
@@ -119,17 +125,23 @@ F32_SPECS = [s for s in SPECS if s.diff_argnums]  # those drawn as float64: run 
 
 
 @per_spec(F32_SPECS)
-@settings(max_examples=2)
+@examples(2)
 @given(data=st.data())
-def test_impl_cuda_matches_cpu_float32(spec: PrimSpec, data: Any) -> None:
-    args = as_float32(data.draw(spec.args, label="args"))
-    want = spec.fn(*args)
-    got = spec.fn(*to_dev(args))
-    assert_matches(got, want, f"{spec.id} (float32)", *tolerances(spec, np.float32))
+def test_impl_and_vjp_cuda_match_cpu_float32(spec: PrimSpec, data: Any) -> None:
+    """float32 outputs and cotangents keep float32 on CUDA too (Python scalars in rules
+    stay weak) and match the CPU."""
+    call = Call(spec, as_float32(data.draw(spec.args, label="args")))
+    rng = draw_rng(data)
+    out, f_vjp = fx.vjp(call.fn, *call.dyn_args)
+    out_d, f_vjp_d = fx.vjp(call.fn, *to_dev(call.dyn_args))
+    assert_matches(out_d, out, f"{spec.id} (float32)", *tolerances(spec, np.float32))
+    u = cotangent_like(out, rng)
+    assert_matches(f_vjp_d(to_dev(u)), f_vjp(u), f"{spec.id}: float32 cotangents",
+                   *tolerances(spec, np.float32))
 
 
 @per_spec(SPECS)
-@settings(max_examples=2)
+@examples(2)
 @given(data=st.data())
 def test_vjp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
     call = Call(spec, data.draw(spec.args, label="args"))
@@ -145,7 +157,7 @@ def test_vjp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
 
 
 @per_spec(DIFF_SPECS)
-@settings(max_examples=2)
+@examples(2)
 @given(data=st.data())
 def test_jvp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
     call = Call(spec, data.draw(spec.args, label="args"))
@@ -159,7 +171,7 @@ def test_jvp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
 
 
 @per_spec(SPECS)
-@settings(max_examples=1)
+@examples(1)
 @given(data=st.data())
 def test_vmap_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
     """vmap over a batch of two examples (the drawn one and its reverse-order copy for float
