@@ -14,8 +14,9 @@ Differences from NumPy:
       is unknown raises ConcretizationError.
     * ``linspace`` always uses ``start + i * step`` (NumPy switches to ``i / div * delta`` when
       ``step`` underflows to 0); the last value is exactly ``stop`` when ``endpoint``.
-    * ``order=`` and ``like=`` are accepted and ignored (C order); ``device=`` (a
-      ``functx.Device`` or a string such as ``"cuda"``) overrides the default device.
+    * ``order=`` is accepted and ignored (C order). ``device=`` (a ``functx.Device`` or a
+      string such as ``"cuda"``) overrides the default device, and so does ``like=`` (an
+      array: the result goes to its device, as NumPy's ``like=`` hands creation to CuPy).
     * ``linspace`` is computed on the device of ``start``/``stop`` (the CPU for Python
       numbers), not on the default device.
 """
@@ -45,6 +46,13 @@ def _shape_tuple(shape: Any) -> tuple[builtins.int, ...]:
     if isinstance(shape, (tuple, list)):
         return tuple(operator.index(d) for d in shape)
     return (operator.index(shape),)
+
+
+def _device(device: Any, like: Any) -> Any:
+    """``device``, else the device of ``like`` (an array or concrete tracer), else None."""
+    if device is None and like is not None:
+        return _backends.device_of(like)
+    return device
 
 
 def _target(device: Any) -> _backends.Backend:
@@ -89,7 +97,7 @@ def zeros(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
     """An array of zeros (default dtype float64) on the default device (read-only on the
     CPU)."""
     shape = _shape_tuple(shape)
-    return _new(device, lambda xp: xp.zeros(shape, dtype=dtype))
+    return _new(_device(device, like), lambda xp: xp.zeros(shape, dtype=dtype))
 
 
 def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None,
@@ -97,13 +105,13 @@ def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None,
     """An array of ones (default dtype float64) on the default device (read-only on the
     CPU)."""
     shape = _shape_tuple(shape)
-    return _new(device, lambda xp: xp.ones(shape, dtype=dtype))
+    return _new(_device(device, like), lambda xp: xp.ones(shape, dtype=dtype))
 
 
 def empty(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
           device: Any = None) -> np.ndarray:
     """Same as :func:`zeros` (functx arrays are never uninitialised)."""
-    return zeros(shape, dtype, device=device)
+    return zeros(shape, dtype, device=_device(device, like))
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
@@ -115,6 +123,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
     result is a new array on the default device (read-only on the CPU).
     """
     shape = _shape_tuple(shape)
+    device = _device(device, like)
     if is_tracer(fill_value):
         value = fill_value if dtype is None else astype(fill_value, dtype)
         return _fshape.broadcast_to(value, shape)
@@ -174,18 +183,18 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K",
 def eye(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float,
         order: str = "C", *, like: Any = None, device: Any = None) -> np.ndarray:
     """An ``N x M`` array with ones on the ``k``-th diagonal and zeros elsewhere."""
-    return _placed(device, np.eye(N, M, k, dtype=dtype))
+    return _placed(_device(device, like), np.eye(N, M, k, dtype=dtype))
 
 
 def identity(n: builtins.int, dtype: Any = None, *, like: Any = None) -> np.ndarray:
     """The ``n x n`` identity matrix (default dtype float64)."""
-    return eye(n, dtype=dtype if dtype is not None else float)
+    return eye(n, dtype=dtype if dtype is not None else float, like=like)
 
 
 def tri(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float, *,
         like: Any = None) -> np.ndarray:
     """An ``N x M`` array with ones at and below the ``k``-th diagonal, zeros elsewhere."""
-    return _placed(None, np.tri(N, M, k, dtype=dtype))
+    return _placed(_device(None, like), np.tri(N, M, k, dtype=dtype))
 
 
 def _concrete_number(x: Any) -> Any:
@@ -206,7 +215,7 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
     args = [_concrete_number(v) for v in (start, stop, step) if v is not None]
     if stop is None and step is not None:
         args = [0] + args
-    return _placed(device, np.arange(*args, dtype=dtype))
+    return _placed(_device(device, like), np.arange(*args, dtype=dtype))
 
 
 def linspace(start: Any, stop: Any, num: builtins.int = 50, endpoint: builtins.bool = True,

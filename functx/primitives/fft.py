@@ -131,6 +131,16 @@ def _fft_impl(xp, x, *, fft_type, fft_lengths):
     return out if out.dtype == dt else out.astype(dt)
 
 
+@fft_p.def_impl(backend="cuda")
+def _fft_cuda(xp, x, *, fft_type, fft_lengths):
+    """cuFFT refuses an empty batch, for which NumPy returns an empty result."""
+    if x.size == 0:
+        out = _fft_aval(AbstractArray(tuple(x.shape), np.dtype(x.dtype), False),
+                        fft_type=fft_type, fft_lengths=fft_lengths)
+        return xp.zeros(out.shape, out.dtype)
+    return _fft_impl(xp, x, fft_type=fft_type, fft_lengths=fft_lengths)
+
+
 def _bin_weights(like: Any, n: int, self_conjugate: float, other: float) -> Any:
     """A constant of ``like``'s dtype and device holding, for the ``n // 2 + 1`` bins of a
     real signal of length ``n``, ``self_conjugate`` at the bins equal to their own mirror
