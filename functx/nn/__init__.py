@@ -33,6 +33,8 @@ from functx.nn.attention import scaled_dot_product_attention
 from functx.nn.basic import embedding, linear, one_hot
 from functx.nn.conv import (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d,
                             conv_transpose3d, fold, unfold)
+from functx.nn.ctc import ctc_loss
+from functx.nn.deform import deform_conv2d
 from functx.nn.distance import cosine_similarity
 from functx.nn.dropout import dropout
 from functx.nn.losses import (binary_cross_entropy, binary_cross_entropy_with_logits,
@@ -44,6 +46,8 @@ from functx.nn.pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptiv
                                avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d,
                                max_pool3d)
 from functx.nn.regression_losses import huber_loss, l1_loss, mse_loss, smooth_l1_loss
+from functx.nn.resample import (grid_sample, interpolate, upsample, upsample_bilinear,
+                                 upsample_nearest)
 
 __all__ = [
     "ArgumentError",
@@ -58,6 +62,9 @@ __all__ = [
     "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
     "fold", "max_pool1d", "max_pool2d", "max_pool3d", "unfold",
+    # resampling and deformable convolution
+    "deform_conv2d", "grid_sample", "interpolate", "upsample", "upsample_bilinear",
+    "upsample_nearest",
     # attention
     "scaled_dot_product_attention",
     # regularisation
@@ -66,6 +73,6 @@ __all__ = [
     "batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm",
     # losses and distances
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_similarity",
-    "cross_entropy", "huber_loss", "kl_div", "l1_loss", "mse_loss", "nll_loss",
+    "cross_entropy", "ctc_loss", "huber_loss", "kl_div", "l1_loss", "mse_loss", "nll_loss",
     "smooth_l1_loss",
 ]
