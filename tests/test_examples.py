@@ -7,16 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_example(name: str) -> subprocess.CompletedProcess:
-    """Run ``examples/<name>`` with this interpreter, importing this checkout's functx."""
+def run_example(name: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``examples/<name> *args`` with this interpreter, importing this checkout's functx."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in
                                           env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    return subprocess.run([sys.executable, str(ROOT / "examples" / name)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_quickstart_trains_and_prints_trace_and_gradients():
@@ -38,3 +40,24 @@ def test_quickstart_trains_and_prints_trace_and_gradients():
 
     accuracies = [float(a) for a in re.findall(r"accuracy ([0-9.]+)", out)]
     assert accuracies and accuracies[-1] >= 0.95, out
+
+
+def test_cnn_digits_trains_a_little_and_saves_its_plot(tmp_path):
+    # An example dependency (the `examples` extra), not a test one: skip without it.
+    pytest.importorskip("sklearn", reason="examples/cnn_digits.py needs scikit-learn "
+                        "(pip install -e '.[examples]')")
+    pytest.importorskip("matplotlib", reason="examples/cnn_digits.py needs matplotlib "
+                        "(pip install -e '.[examples]')")
+    out_png = tmp_path / "plot.png"
+    proc = run_example("cnn_digits.py", "--epochs", "3", "--limit", "400", "--out", str(out_png))
+    assert proc.returncode == 0, f"cnn_digits.py failed:\n{proc.stdout}\n{proc.stderr}"
+    out = proc.stdout
+    m = re.search(r"first batch loss ([0-9.eE+-]+) last epoch loss ([0-9.eE+-]+)", out)
+    assert m is not None, out
+    first, last = float(m.group(1)), float(m.group(2))
+    assert first > 1.5, out  # about log(10) for an untrained 10-class network
+    assert last < 0.8 * first, out
+    assert len(re.findall(r"^epoch +\d+ ", out, flags=re.M)) == 3, out
+    accuracy = re.search(r"final test accuracy ([0-9.]+), wall time", out)
+    assert accuracy is not None and float(accuracy.group(1)) > 0.3, out  # chance is 0.1
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -15,4 +15,5 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     checkpoint,
     fft,  # (imports complex: real, imag, conj)
     ctc,
+    fused,  # layer_norm, softmax, log_softmax, gelu and their gradients, fused
 )
