@@ -224,16 +224,22 @@ class Registry:
                 if not row[k]]
 
     def coverage_table(self) -> str:
-        """The coverage table as aligned text, one primitive a row."""
+        """The coverage table as aligned text, one primitive a row. A missing JVP rule shows
+        as ``(vjp^T)`` (forward mode transposes the VJP rule) and a missing batching rule as
+        ``(loop)`` (vmap loops over the batch)."""
         rows = self.coverage()
         width = max([len(n) for n in rows] + [9])
         head = f"{'primitive':<{width}}  " + "  ".join(f"{k:<13}" for k in RULE_KINDS)
         lines = [head, "-" * len(head)]
         for name in sorted(rows):
-            cells = "  ".join(f"{(rows[name][k] or '-'):<13}" for k in RULE_KINDS)
+            cells = "  ".join(f"{(rows[name][k] or _FALLBACK.get(k, '-')):<13}"
+                              for k in RULE_KINDS)
             lines.append(f"{name:<{width}}  {cells}")
         return "\n".join(lines)
 
+
+# What a transform does where a primitive lacks an optional rule (shown in the table).
+_FALLBACK = {"jvp": "(vjp^T)", "batch": "(loop)"}
 
 REGISTRY = Registry()
 
