@@ -174,5 +174,5 @@ def one_hot(tensor: Any, num_classes: int = -1) -> Any:
                                 "empty tensor; pass num_classes explicitly.")
         k = int(v.max()) + 1
     _check_indices("one_hot", "tensor", idx, k, "classes")
-    classes = fnp.arange(k)
+    classes = fnp.arange(k, like=idx)  # on idx's device
     return fnp.astype(fnp.equal(fnp.expand_dims(idx, -1), classes), np.int64)

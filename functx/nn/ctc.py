@@ -35,6 +35,7 @@ import numpy as np
 import functx.numpy as fnp
 from functx.errors import DTypeError, ShapeError
 from functx.nn._util import ArgumentError, array, check_int, check_reduction, host_value
+from functx.numpy._shape import on_device_of
 from functx.primitives import ctc as _ctc
 from functx.primitives.indexing import gather
 
@@ -52,8 +53,13 @@ def _int_operand(name: str, x: Any) -> Any:
     return a
 
 
-def _lengths(name: str, x: Any, n: int, unbatched: bool) -> Any:
-    """A length operand as a 1-d ``[N]`` integer array."""
+def _lengths(name: str, x: Any, n: int, unbatched: bool, like: Any) -> Any:
+    """A length operand as a 1-d ``[N]`` integer array. Python ints and sequences of them,
+    NumPy scalars and 0-d NumPy arrays are made on the device of ``like`` (log_probs), as
+    scalars join the device of the other operands everywhere in functx."""
+    if not hasattr(x, "dtype") or isinstance(x, np.generic) or (
+            isinstance(x, np.ndarray) and x.ndim == 0):
+        x = on_device_of(like, np.asarray(x))
     a = _int_operand(name, x)
     if unbatched and a.ndim == 0:
         return fnp.reshape(a, (1,))
@@ -164,8 +170,8 @@ def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: A
         raise ArgumentError(f"functx.nn.{_FN}: blank={blank} is out of range for C={c} "
                             f"classes (log_probs shape {shape}); it must be "
                             f"in [0, {c - 1}].")
-    il = _lengths("input_lengths", input_lengths, n, unbatched)
-    tl = _lengths("target_lengths", target_lengths, n, unbatched)
+    il = _lengths("input_lengths", input_lengths, n, unbatched, lp)
+    tl = _lengths("target_lengths", target_lengths, n, unbatched, lp)
     tg = _int_operand("targets", targets)
     if tg.ndim not in (1, 2) or (tg.ndim == 2 and tg.shape[0] != n):
         want = "[1, S] padded or [S]" if unbatched else f"[N={n}, S] padded or 1-d concatenated"

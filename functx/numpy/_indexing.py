@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from functx.ir import abstractify
+
 from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer
 from functx.numpy._shape import (
     as_array,
@@ -516,10 +518,14 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"functx.numpy.take: mode must be 'raise', 'wrap' or 'clip', not "
                          f"{mode!r}.")
-    if is_tracer(indices) or (isinstance(indices, (list, tuple)) and _holds_tracer(indices)):
+    if is_tracer(indices) or _on_device(indices) or (
+            isinstance(indices, (list, tuple)) and _holds_tracer(indices)):
+        # Traced or device-resident indices are used where they are (no host round trip):
+        # negative ones wrap and out-of-range ones are clamped, as for traced indices.
         idx = asarray(indices)
         if idx.dtype.kind not in "iu":
-            raise IndexError(f"functx.numpy.take: indices must be integers, got {idx.aval}.")
+            raise IndexError(f"functx.numpy.take: indices must be integers, got "
+                             f"{abstractify(idx)}.")
         if mode == "wrap":
             idx = _ew.rem(astype(idx, np.int64), builtins.max(n, 1))
         elif mode == "raise":
@@ -536,6 +542,14 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
     else:
         idx = _check_static(idx, n, ax)
     return _ix.gather(a, on_device_of(a, idx), axis=ax)
+
+
+def _on_device(x: Any) -> bool:
+    """Whether ``x`` is an array of a non-CPU backend (e.g. a CuPy array)."""
+    from functx.backends import CPU, backend_of
+
+    b = None if isinstance(x, (np.ndarray, list, tuple, int)) else backend_of(x)
+    return b is not None and b is not CPU
 
 
 def take_along_axis(arr: Any, indices: Any, axis: int | None = -1) -> Any:
