@@ -10,12 +10,14 @@ matmul precision ``highest``, CuPy's default FP32 math):
 3. ``ln_gelu``: layer norm -> tanh-GELU -> scale on a (8192, 4096) input, gradient of
    ``sum(f(x) * G)`` (G fixed) with respect to the input; PyTorch idiomatically (the fused
    ``F.layer_norm`` and ``F.gelu(approximate="tanh")`` kernels) and with both written out
-   in the elementwise operations functx uses ("ops as functx");
+   in elementwise operations ("ops as functx": how functx composed them before its fused
+   primitives); functx with ``functx.nn.layer_norm`` and ``functx.nn.gelu`` (the fused
+   primitives of functx/primitives/fused.py);
 4. ``block``: one pre-LN transformer block (d=768, 12 heads, sequence 512, batch 8, causal
    attention, 4x GELU MLP), gradient of ``sum(block(x) * G)`` with respect to all weights;
    PyTorch (``F.layer_norm``, ``F.gelu``) both with ``scaled_dot_product_attention`` and
-   with the attention written out. functx writes layer norm, GELU and softmax with
-   ``functx.numpy`` (eager, one CuPy kernel per primitive).
+   with the attention written out. functx uses ``functx.nn``'s layer norm, GELU and
+   softmax (fused primitives, eager) and ``functx.numpy`` for the rest.
    Peak GPU memory of one gradient step is reported for each system.
 
 Hand-written CuPy forward+backward passes are timed for workloads 1-2 (the floor for an eager
@@ -50,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 import functx as fx  # noqa: E402
+import functx.nn as fnn  # noqa: E402
 import functx.numpy as fnp  # noqa: E402
 
 from _harness import git_commit, log, markdown_table, measure, relative_error  # noqa: E402
@@ -105,19 +108,15 @@ def cupy_sync() -> None:
 
 
 def fx_layer_norm(x: Any, g: Any, b: Any, eps: float = 1e-5) -> Any:
-    mu = fnp.mean(x, axis=-1, keepdims=True)
-    xc = x - mu
-    inv = 1.0 / fnp.sqrt(fnp.mean(xc * xc, axis=-1, keepdims=True) + eps)
-    return xc * inv * g + b
+    return fnn.layer_norm(x, (x.shape[-1],), g, b, eps)
 
 
 def fx_gelu(x: Any) -> Any:
-    return 0.5 * x * (1.0 + fnp.tanh(GELU_C * (x + 0.044715 * (x * x * x))))
+    return fnn.gelu(x, approximate="tanh")
 
 
 def fx_softmax(x: Any) -> Any:
-    e = fnp.exp(x - fx.stop_gradient(fnp.max(x, axis=-1, keepdims=True)))
-    return e / fnp.sum(e, axis=-1, keepdims=True)
+    return fnn.softmax(x, dim=-1)
 
 
 def fx_mlp_loss(params: list, X: Any, Y: Any) -> Any:

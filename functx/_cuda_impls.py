@@ -224,3 +224,260 @@ def gemm_strided_batched(xp: Any, x3: Any, y3: Any) -> Any:
         beta.ctypes.data, out.data.ptr, data_type, n, m * n,
         nb, compute, getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1))
     return out
+
+
+# -- fused layer_norm, softmax, gelu (functx/primitives/fused.py) ----------------------------
+#
+# Row kernels: one block per row of the (contiguous) last axis, each thread striding over
+# the row, block-wide sums and maxima through warp shuffles and 33 shared values. A row is
+# read two to four times, from L1/L2 after the first. float16 computes in float32.
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+_ROW_MODULES: dict[Any, Any] = {}
+
+_ROW_SOURCE = r"""
+typedef CTYPE T;
+
+__device__ __forceinline__ T functx_max(T a, T b) {  // NaN wins, as in NumPy's max
+    return (a != a || a > b) ? a : b;
+}
+
+__device__ __forceinline__ T functx_warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ T functx_warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) v = functx_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// The sum of v over the block, returned to every thread (blockDim.x a multiple of 32).
+__device__ T functx_block_sum(T v, T* buf) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = functx_warp_sum(v);
+    __syncthreads();  // the previous result (buf[32]) has been read by every thread
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = functx_warp_sum(lane < nw ? buf[lane] : (T)0);
+        if (lane == 0) buf[32] = v;
+    }
+    __syncthreads();
+    return buf[32];
+}
+
+__device__ T functx_block_max(T v, T* buf) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = functx_warp_max(v);
+    __syncthreads();
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = functx_warp_max(lane < nw ? buf[lane] : NEG_INF);
+        if (lane == 0) buf[32] = v;
+    }
+    __syncthreads();
+    return buf[32];
+}
+
+// mean and 1 / sqrt(biased variance + eps) of one row (two passes).
+__device__ void functx_row_stats(const T* xr, int d, T eps, T* buf, T* mean, T* rstd) {
+    T s = 0;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) s += xr[j];
+    const T m = functx_block_sum(s, buf) / (T)d;
+    T v = 0;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const T c = xr[j] - m;
+        v += c * c;
+    }
+    *mean = m;
+    *rstd = (T)1 / sqrt(functx_block_sum(v, buf) / (T)d + eps);
+}
+
+extern "C" __global__ void functx_layer_norm(const T* x, const T* w, const T* b, T* y,
+                                             int d, int ws, int bs, T eps) {
+    __shared__ T buf[33];
+    const long long off = (long long)blockIdx.x * d;
+    T mean, rstd;
+    functx_row_stats(x + off, d, eps, buf, &mean, &rstd);
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+        y[off + j] = (x[off + j] - mean) * rstd * w[j * ws] + b[j * bs];
+}
+
+extern "C" __global__ void functx_layer_norm_grad(const T* x, const T* w, const T* g, T* dx,
+                                                  int d, int ws, T eps) {
+    __shared__ T buf[33];
+    const long long off = (long long)blockIdx.x * d;
+    T mean, rstd;
+    functx_row_stats(x + off, d, eps, buf, &mean, &rstd);
+    T s1 = 0, s2 = 0;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const T gw = g[off + j] * w[j * ws];
+        s1 += gw;
+        s2 += gw * ((x[off + j] - mean) * rstd);
+    }
+    const T m1 = functx_block_sum(s1, buf) / (T)d;
+    const T m2 = functx_block_sum(s2, buf) / (T)d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) {
+        const T gw = g[off + j] * w[j * ws];
+        const T xh = (x[off + j] - mean) * rstd;
+        dx[off + j] = rstd * ((gw - m1) - xh * m2);
+    }
+}
+
+extern "C" __global__ void functx_softmax(const T* x, T* y, int d, int log_out) {
+    __shared__ T buf[33];
+    const long long off = (long long)blockIdx.x * d;
+    T m = NEG_INF;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) m = functx_max(m, x[off + j]);
+    m = functx_block_max(m, buf);
+    if (!(m - m == (T)0)) m = (T)0;  // not finite: shift by 0 (NaN rows stay NaN)
+    T s = 0;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) s += exp(x[off + j] - m);
+    s = functx_block_sum(s, buf);
+    if (log_out) {
+        const T ls = log(s);
+        for (int j = threadIdx.x; j < d; j += blockDim.x) y[off + j] = (x[off + j] - m) - ls;
+    } else {
+        for (int j = threadIdx.x; j < d; j += blockDim.x) y[off + j] = exp(x[off + j] - m) / s;
+    }
+}
+"""
+
+_NEG_INF = {np.dtype(np.float32): "__int_as_float((int)0xff800000u)",
+            np.dtype(np.float64): "__longlong_as_double((long long)0xfff0000000000000ull)"}
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def _row_function(xp: Any, name: str, dtype: Any) -> Any:
+    dt = np.dtype(dtype)
+    module = _ROW_MODULES.get(dt)
+    if module is None:
+        code = _ROW_SOURCE.replace("CTYPE", _CTYPE[dt]).replace("NEG_INF", _NEG_INF[dt])
+        module = _ROW_MODULES[dt] = xp.RawModule(code=code)
+    return module.get_function(name)
+
+
+def _compute_dtype(dtype: Any) -> Any:
+    """float64 stays float64; float32 and float16 compute in float32."""
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def _row_launch(d: int, rows: int) -> tuple[tuple[int], tuple[int]]:
+    """Grid and block of a row kernel: one block per row, about 8 elements per thread."""
+    if rows >= 2**31 or d >= 2**31:
+        raise ValueError(f"the CUDA row kernels support fewer than 2**31 rows of fewer than "
+                         f"2**31 elements (got {rows} rows of {d}).")
+    threads = min(1024, max(32, ((-(-d // 8) + 31) // 32) * 32))
+    return (rows,), (threads,)
+
+
+def _row_param(xp: Any, p: Any, dtype: Any) -> tuple[Any, int]:
+    """A weight or bias for the row kernels and its stride (0 for a scalar)."""
+    if not isinstance(p, xp.ndarray):
+        p = xp.full((), float(p), dtype=dtype)
+    if p.ndim == 0:
+        return p.astype(dtype, copy=False), 0
+    return xp.ascontiguousarray(p, dtype=dtype), 1
+
+
+def layer_norm(xp: Any, x: Any, w: Any, b: Any, *, eps: float) -> Any:
+    """layer_norm over the last axis: one kernel (see the row kernels above)."""
+    dt = np.dtype(x.dtype)
+    if x.size == 0:
+        return xp.zeros(x.shape, dt)
+    ct = _compute_dtype(dt)
+    d = x.shape[-1]
+    xc = xp.ascontiguousarray(x, dtype=ct)
+    wc, ws = _row_param(xp, w, ct)
+    bc, bs = _row_param(xp, b, ct)
+    y = xp.empty(x.shape, ct)
+    grid, block = _row_launch(d, x.size // d)
+    _row_function(xp, "functx_layer_norm", ct)(
+        grid, block, (xc, wc, bc, y, np.int32(d), np.int32(ws), np.int32(bs), ct.type(eps)))
+    return y if ct == dt else y.astype(dt)
+
+
+def layer_norm_grad(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> Any:
+    """layer_norm's input cotangent: one kernel (statistics recomputed per row)."""
+    dt = np.dtype(x.dtype)
+    if x.size == 0:
+        return xp.zeros(x.shape, dt)
+    ct = _compute_dtype(dt)
+    d = x.shape[-1]
+    xc = xp.ascontiguousarray(x, dtype=ct)
+    gc = xp.ascontiguousarray(g, dtype=ct)
+    wc, ws = _row_param(xp, w, ct)
+    dx = xp.empty(x.shape, ct)
+    grid, block = _row_launch(d, x.size // d)
+    _row_function(xp, "functx_layer_norm_grad", ct)(
+        grid, block, (xc, wc, gc, dx, np.int32(d), np.int32(ws), ct.type(eps)))
+    return dx if ct == dt else dx.astype(dt)
+
+
+def _softmax_rows(xp: Any, x: Any, axis: int, log_out: bool) -> Any:
+    dt = np.dtype(x.dtype)
+    if x.size == 0:
+        return xp.zeros(x.shape, dt)
+    ct = _compute_dtype(dt)
+    last = x.ndim - 1
+    xc = xp.ascontiguousarray(x if axis == last else xp.moveaxis(x, axis, last), dtype=ct)
+    d = xc.shape[-1]
+    y = xp.empty(xc.shape, ct)
+    grid, block = _row_launch(d, xc.size // d)
+    _row_function(xp, "functx_softmax", ct)(grid, block, (xc, y, np.int32(d),
+                                                          np.int32(log_out)))
+    if ct != dt:
+        y = y.astype(dt)
+    return y if axis == last else xp.moveaxis(y, last, axis)
+
+
+def softmax(xp: Any, x: Any, *, axis: int) -> Any:
+    """softmax along ``axis``: one row kernel (another axis is moved last, one copy)."""
+    return _softmax_rows(xp, x, axis, False)
+
+
+def log_softmax(xp: Any, x: Any, *, axis: int) -> Any:
+    """log_softmax along ``axis``: one row kernel."""
+    return _softmax_rows(xp, x, axis, True)
+
+
+_GELU_BODY = {
+    "tanh": f"y = (T)0.5 * x * ((T)1 + tanh((T){_GELU_C!r} * (x + (T){_GELU_A!r} * (x * x * x))));",
+    "none": f"y = (T)0.5 * x * ((T)1 + erf(x * (T){1 / math.sqrt(2.0)!r}));",
+}
+_GELU_GRAD_BODY = {
+    "tanh": f"""
+        const T t = tanh((T){_GELU_C!r} * (x + (T){_GELU_A!r} * (x * x * x)));
+        y = g * ((T)0.5 * ((T)1 + t)
+                 + (T)0.5 * x * ((T)1 - t * t) * ((T){_GELU_C!r} * ((T)1 + (T){3 * _GELU_A!r} * (x * x))));
+        """,
+    "none": f"""
+        y = g * ((T)0.5 * ((T)1 + erf(x * (T){1 / math.sqrt(2.0)!r}))
+                 + x * exp((T)-0.5 * (x * x)) * (T){1 / math.sqrt(2.0 * math.pi)!r});
+        """,
+}
+for _approx in ("tanh", "none"):
+    _KERNEL_SOURCES[f"gelu_{_approx}"] = (lambda body, name: lambda xp: xp.ElementwiseKernel(
+        "T x", "T y", body, name))(_GELU_BODY[_approx], f"functx_gelu_{_approx}")
+    _KERNEL_SOURCES[f"gelu_grad_{_approx}"] = (lambda body, name: lambda xp: xp.ElementwiseKernel(
+        "T x, T g", "T y", body, name))(_GELU_GRAD_BODY[_approx], f"functx_gelu_grad_{_approx}")
+
+
+def gelu(xp: Any, x: Any, *, approximate: str) -> Any:
+    """GELU in one elementwise kernel (float16 through float32)."""
+    dt = np.dtype(x.dtype)
+    ct = _compute_dtype(dt)
+    y = _kernel(xp, f"gelu_{approximate}")(x.astype(ct, copy=False))
+    return y if ct == dt else y.astype(dt)
+
+
+def gelu_grad(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
+    """``g * gelu'(x)`` in one elementwise kernel (float16 through float32)."""
+    dt = np.dtype(x.dtype)
+    ct = _compute_dtype(dt)
+    y = _kernel(xp, f"gelu_grad_{approximate}")(x.astype(ct, copy=False),
+                                                g.astype(ct, copy=False))
+    return y if ct == dt else y.astype(dt)

@@ -1,7 +1,8 @@
 """Activation functions, softmax and log_softmax (torch.nn.functional's names and arguments).
 
-Every function is a plain composite of functx operations, so grad, vjp, jvp and vmap work
-through it. Conventions shared by all of them:
+Every function is a composite of functx operations, so grad, vjp, jvp and vmap work
+through it; gelu, softmax and log_softmax are fused primitives (functx/primitives/fused.py:
+one kernel each on CUDA, with every rule). Conventions shared by all of them:
 
 * Integer and bool inputs are computed in float64 (NumPy's promotion; PyTorch would use its
   default float32) except where the result keeps the input dtype in PyTorch too (relu,
@@ -21,7 +22,6 @@ Example:
 """
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any
 
@@ -29,9 +29,8 @@ import numpy as np
 
 import functx.numpy as fnp
 from functx.nn._util import ArgumentError, array, check_number, check_option, float_array, norm_dim
-from functx.primitives.elementwise import erf as _erf
+from functx.primitives import fused as _fused
 from functx.primitives.elementwise import logistic as _logistic
-from functx.primitives.misc import stop_gradient
 
 __all__ = [
     "relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "softplus",
@@ -210,14 +209,7 @@ def gelu(input: Any, approximate: str = "none") -> Any:
         >>> fnn.gelu(np.array([1.0]))   # [0.8413...]
     """
     check_option("gelu", "approximate", approximate, ("none", "tanh"))
-    x = float_array(input, "gelu")
-    if approximate == "none":
-        inner = _erf(fnp.multiply(x, 1 / math.sqrt(2.0)))
-    else:
-        cube = fnp.multiply(fnp.multiply(x, x), x)
-        inner = fnp.tanh(fnp.multiply(math.sqrt(2 / math.pi),
-                                      fnp.add(x, fnp.multiply(0.044715, cube))))
-    return fnp.multiply(fnp.multiply(0.5, x), fnp.add(1.0, inner))
+    return _fused.gelu(float_array(input, "gelu"), approximate=approximate)
 
 
 def sigmoid(input: Any) -> Any:
@@ -403,9 +395,9 @@ def softmax(input: Any, dim: int | None = None, _stacklevel: int = 3,
             dtype: Any = None) -> Any:
     """``exp(x) / sum(exp(x), dim)``, with the maximum along ``dim`` subtracted first.
 
-    The maximum is taken under ``stop_gradient`` (it cancels exactly); a row whose maximum is
-    not finite uses 0 instead, so a row of all ``-inf`` gives NaN (as in PyTorch) and
-    nothing overflows.
+    The fused primitive ``functx.primitives.fused.softmax``: a row whose maximum is not
+    finite is shifted by 0 instead, so a row of all ``-inf`` gives NaN (as in PyTorch) and
+    nothing overflows. Its VJP is ``y * (g - sum(g * y, dim))``.
 
     Args:
         input: an array.
@@ -427,10 +419,7 @@ def softmax(input: Any, dim: int | None = None, _stacklevel: int = 3,
     d = _softmax_dim("softmax", dim, x.ndim)
     if x.ndim == 0:
         return fnp.exp(fnp.subtract(x, x))  # one element: 1 (NaN for NaN/inf, as in PyTorch)
-    m = stop_gradient(fnp.max(x, axis=d, keepdims=True, initial=-np.inf))
-    m = fnp.where(fnp.isfinite(m), m, fnp.zeros_like(m))
-    e = fnp.exp(fnp.subtract(x, m))
-    return fnp.divide(e, fnp.sum(e, axis=d, keepdims=True))
+    return _fused.softmax(x, axis=d)
 
 
 def log_softmax(input: Any, dim: int | None = None, _stacklevel: int = 3,
@@ -457,7 +446,7 @@ def log_softmax(input: Any, dim: int | None = None, _stacklevel: int = 3,
     d = _softmax_dim("log_softmax", dim, x.ndim)
     if x.ndim == 0:
         return fnp.subtract(x, x)
-    return fnp.subtract(x, fnp.logsumexp(x, axis=d, keepdims=True))
+    return _fused.log_softmax(x, axis=d)
 
 
 def glu(input: Any, dim: int = -1) -> Any:

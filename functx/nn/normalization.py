@@ -36,6 +36,8 @@ import numpy as np
 import functx.numpy as fnp
 from functx.errors import ShapeError
 from functx.nn._util import ArgumentError, check_int, check_number, float_array
+from functx.primitives import elementwise as _ew
+from functx.primitives import fused as _fused
 from functx.primitives.misc import stop_gradient
 
 __all__ = ["layer_norm", "rms_norm", "group_norm", "instance_norm", "batch_norm"]
@@ -86,6 +88,10 @@ def layer_norm(input: Any, normalized_shape: int | Sequence[int], weight: Any = 
                bias: Any = None, eps: float = 1e-5) -> Any:
     """Normalise over the last ``len(normalized_shape)`` dimensions, then scale and shift.
 
+    Over one dimension (with parameters of the input's dtype) this is the fused primitive
+    ``functx.primitives.fused.layer_norm`` (one kernel forward, one backward on CUDA); over
+    several it is a composite of functx operations.
+
     Args:
         input: shape ``(*, *normalized_shape)``.
         normalized_shape: the trailing shape to normalise over (an int for one dimension).
@@ -108,6 +114,10 @@ def layer_norm(input: Any, normalized_shape: int | Sequence[int], weight: Any = 
     check_number("layer_norm", "eps", eps, lo=0.0)
     w = _check_param("layer_norm", "weight", weight, shape)
     b = _check_param("layer_norm", "bias", bias, shape)
+    if len(shape) == 1 and all(p is None or p.dtype == x.dtype for p in (w, b)):
+        # Over the last axis alone: the fused primitive (absent parameters as 0-d 1 and 0).
+        return _fused.layer_norm(x, _ew.scalar(x, 1) if w is None else w,
+                                 _ew.scalar(x, 0) if b is None else b, eps=float(eps))
     axes = tuple(range(x.ndim - len(shape), x.ndim))
     y, _, _ = _standardize(x, axes, eps)
     return _affine(y, w, b)

@@ -1,0 +1,480 @@
+"""Fused primitives for speed: layer_norm (and its gradient), softmax, log_softmax, gelu.
+
+Written as composites of elementwise primitives these take one kernel launch and one pass
+over memory per operation (a dozen for a layer norm's forward and backward); as primitives
+they take one or two, on the CPU through NumPy and on CUDA through the kernels of
+``functx._cuda_impls``. Every one has every rule, written with functx operations:
+
+* ``layer_norm(x, weight, bias, *, eps)`` normalises over the LAST axis of ``x``:
+  ``xhat * weight + bias`` with ``xhat = (x - mean) / sqrt(var + eps)`` (biased variance,
+  two-pass). ``weight`` and ``bias`` have shape ``(D,)`` or are 0-d (broadcast along the
+  axis): an absent weight is passed as a 0-d 1 and an absent bias as a 0-d 0, which cost
+  nothing and, being 0-d, join any device. Its VJP is ``dx = layer_norm_grad(x, w, ct)``,
+  ``dweight = sum(ct * xhat)``, ``dbias = sum(ct)`` over the leading axes (each only where
+  needed); its JVP is ``weight * J tx + xhat * tweight + tbias`` with ``J tx =
+  layer_norm_grad(x, 1, tx)`` (the Jacobian of ``xhat`` is symmetric).
+* ``layer_norm_grad(x, weight, g, *, eps)`` is ``J^T (g * weight)``:
+  ``rstd * (gw - mean(gw) - xhat * mean(gw * xhat))`` with ``gw = g * weight``, statistics
+  recomputed from ``x`` (one kernel on CUDA, no saved mean or rstd). Its own VJP and JVP
+  differentiate the same formula written in composite functx operations, so every order
+  of derivative exists (only second and higher orders pay for the composite).
+* ``softmax(x, *, axis)``: ``exp(x - m) / sum(exp(x - m))`` with ``m`` the maximum along
+  ``axis`` (0 where it is not finite: a row of ``-inf`` gives NaN, as in PyTorch). VJP
+  ``y * (ct - sum(ct * y))``, JVP ``y * (t - sum(t * y))`` (the Jacobian is symmetric).
+* ``log_softmax(x, *, axis)``: ``(x - m) - log(sum(exp(x - m)))``. VJP
+  ``ct - exp(y) * sum(ct)``, JVP ``t - sum(exp(y) * t)``.
+* ``gelu(x, *, approximate)``: ``x * Phi(x)`` (``approximate="none"``, through ``erf``) or
+  ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (``"tanh"``). Its VJP and JVP are
+  ``gelu_grad(x, ct)``.
+* ``gelu_grad(x, g, *, approximate)`` is ``g * gelu'(x)`` (one kernel); its derivatives use
+  ``gelu''`` written in functx operations.
+
+Batching: normalisation is over one axis, so a batch axis anywhere else passes through; a
+batch on that axis (``layer_norm``'s last) moves to the front. A per-example weight or bias
+falls back to the primitive without affine parameters and a broadcast product.
+
+All implementations compute in the input's dtype (float32 accumulates in float32).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from functx import _cuda_impls
+from functx.errors import DTypeError, ShapeError
+from functx.ir import AbstractArray
+from functx.primitives import elementwise as _ew
+from functx.primitives import reduction as _red
+from functx.primitives import shape as _shape
+from functx.primitives._batching import (add_tangents, batch_size, broadcast_to_shape,
+                                         moveaxis, to_front, unary_batch)
+from functx.primitives._util import ndim_of, same_dtypes, shape_of
+from functx.registry import Primitive
+from functx.tracing import bind
+
+__all__ = ["layer_norm", "layer_norm_grad", "softmax", "log_softmax", "gelu", "gelu_grad",
+           "layer_norm_p", "layer_norm_grad_p", "softmax_p", "log_softmax_p", "gelu_p",
+           "gelu_grad_p"]
+
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_A = 0.044715
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# -- shared checks and helpers ---------------------------------------------------------------
+
+def _check_real_float(name: str, x: AbstractArray) -> None:
+    if x.dtype.kind != "f":
+        raise DTypeError(f"{name} needs a real floating-point operand but got {x}. Convert it "
+                         "with x.astype(np.float32) (or float64) first.")
+
+
+def _check_axis(name: str, x: AbstractArray, axis: int) -> None:
+    if not 0 <= axis < x.ndim:
+        raise ShapeError(f"{name}: axis {axis} is out of range for {x}; use an axis in "
+                         f"[0, {x.ndim}) (functx.nn normalises negative axes).")
+
+
+def _sum_keep(a: Any, axis: int) -> Any:
+    """``sum(a, axis, keepdims=True)`` with functx primitives."""
+    shape = shape_of(a)
+    kept = shape[:axis] + (1,) + shape[axis + 1:]
+    return _shape.reshape(_red.reduce_sum(a, (axis,)), kept)
+
+
+def _lead_sum(a: Any, shape: Sequence[int]) -> Any:
+    """A cotangent of the result summed back to a parameter of ``shape`` (``(D,)`` or ``()``)."""
+    return _ew.unbroadcast(a, AbstractArray(tuple(shape), np.dtype(a.dtype)))
+
+
+def _front(v: Any, d: int | None, size: int, nd: int) -> Any:
+    """A parameter (``(D,)`` or ``()`` per example) batched at ``d``, shaped to broadcast
+    against an ``nd``-dimensional operand whose batch is in front; unbatched: as it is."""
+    if d is None:
+        return v
+    v = moveaxis(v, d, 0)
+    rest = shape_of(v)[1:]
+    return _shape.reshape(v, (size,) + (1,) * (nd - 1 - len(rest)) + tuple(rest))
+
+
+# -- layer_norm ------------------------------------------------------------------------------
+
+def _ln_aval(x: AbstractArray, w: AbstractArray, b: AbstractArray, *,
+             eps: float) -> AbstractArray:
+    _check_layer_norm_operands("layer_norm", x, w, ("bias", b))
+    return AbstractArray(x.shape, x.dtype)
+
+
+def _check_layer_norm_operands(name: str, x: AbstractArray, w: AbstractArray,
+                               other: tuple[str, AbstractArray]) -> None:
+    _check_real_float(name, x)
+    if x.ndim < 1:
+        raise ShapeError(f"{name} normalises over the last axis, so it needs an operand of "
+                         f"rank >= 1, but got {x}.")
+    d = x.shape[-1]
+    what, o = other
+    params = [("weight", w)] + ([(what, o)] if what != "g" else [])
+    for pname, p in params:
+        if tuple(p.shape) not in ((d,), ()):
+            raise ShapeError(f"{name}: {pname} must have shape ({d},) (the last axis of {x}) "
+                             f"or be a scalar, but it is {p}.")
+    if what == "g" and tuple(o.shape) != tuple(x.shape):
+        raise ShapeError(f"{name}: the cotangent g must have the shape of x ({x}) but it is "
+                         f"{o}.")
+    same_dtypes(name, x, w, o)
+
+
+def _ln_stats(xp: Any, x: Any, eps: float) -> tuple[Any, Any]:
+    """``(xhat, rstd)`` over the last axis (rstd with a kept axis)."""
+    mean = xp.mean(x, axis=-1, keepdims=True)
+    c = x - mean
+    rstd = 1 / xp.sqrt(xp.mean(c * c, axis=-1, keepdims=True) + eps)
+    return c * rstd, rstd
+
+
+def _ln_impl(xp: Any, x: Any, w: Any, b: Any, *, eps: float) -> Any:
+    if x.size == 0:
+        return xp.zeros(x.shape, x.dtype)
+    xhat, _ = _ln_stats(xp, x, eps)
+    return (xhat * w + b).astype(x.dtype, copy=False)
+
+
+def _ln_grad_impl(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> Any:
+    if x.size == 0:
+        return xp.zeros(x.shape, x.dtype)
+    xhat, rstd = _ln_stats(xp, x, eps)
+    gw = g * w
+    out = rstd * (gw - xp.mean(gw, axis=-1, keepdims=True)
+                  - xhat * xp.mean(gw * xhat, axis=-1, keepdims=True))
+    return out.astype(x.dtype, copy=False)
+
+
+layer_norm_p = Primitive("layer_norm")
+layer_norm_p.def_abstract_eval(_ln_aval)
+layer_norm_p.def_impl(_ln_impl)
+layer_norm_p.def_impl(_cuda_impls.layer_norm, backend="cuda")
+
+layer_norm_grad_p = Primitive("layer_norm_grad")
+layer_norm_grad_p.def_abstract_eval(
+    lambda x, w, g, *, eps: (_check_layer_norm_operands("layer_norm_grad", x, w, ("g", g)),
+                             AbstractArray(x.shape, x.dtype))[1])
+layer_norm_grad_p.def_impl(_ln_grad_impl)
+layer_norm_grad_p.def_impl(_cuda_impls.layer_norm_grad, backend="cuda")
+
+
+def _normalized(x: Any, eps: float) -> Any:
+    """``xhat``: the primitive with a 0-d weight 1 and bias 0."""
+    return bind(layer_norm_p, x, _ew.scalar(x, 1), _ew.scalar(x, 0), eps=eps)
+
+
+@layer_norm_p.def_vjp(save_inputs=(0, 1), selective=True)
+def _ln_vjp(ct, ins, out, *, eps, needs):
+    x, w, b = ins  # (b only abstract: its value is not saved)
+    dx = bind(layer_norm_grad_p, x, w, ct, eps=eps) if needs[0] else None
+    dw = _lead_sum(_ew.mul(ct, _normalized(x, eps)), shape_of(w)) if needs[1] else None
+    db = _lead_sum(ct, shape_of(b)) if needs[2] else None
+    return dx, dw, db
+
+
+@layer_norm_p.def_jvp
+def _ln_jvp(tangents, primals, out, *, eps):
+    (tx, tw, tb), (x, w, _) = tangents, primals
+    t = None
+    if tx is not None:
+        t = _ew.mul(w, bind(layer_norm_grad_p, x, _ew.scalar(x, 1), tx, eps=eps))
+    if tw is not None:
+        t = add_tangents(t, _ew.mul(_normalized(x, eps), tw))
+    t = add_tangents(t, tb)
+    return None if t is None else broadcast_to_shape(t, shape_of(out))
+
+
+@layer_norm_p.def_batch
+def _ln_batch(args, dims, *, eps):
+    (x, w, b), (dx, dw, db) = args, dims
+    size = batch_size(args, dims)
+    if dw is None and db is None:
+        if dx == ndim_of(x) - 1:  # the batch sits on the normalised axis: move it
+            x, dx = moveaxis(x, dx, 0), 0
+        return bind(layer_norm_p, x, w, b, eps=eps), dx
+    xb = to_front(x, dx, size)
+    nd = ndim_of(xb)
+    y = _ew.mul(_normalized(xb, eps), _front(w, dw, size, nd))
+    return _ew.add(y, _front(b, db, size, nd)), 0
+
+
+# The same formula as _ln_grad_impl, in functx operations: the derivatives of layer_norm_grad.
+def _ln_grad_composite(x: Any, w: Any, g: Any, eps: float) -> Any:
+    last = ndim_of(x) - 1
+    inv_d = 1.0 / shape_of(x)[-1]
+
+    def mean(a: Any) -> Any:
+        return _ew.mul(_sum_keep(a, last), inv_d)
+
+    c = _ew.sub(x, mean(x))
+    rstd = _ew.rsqrt(_ew.add(mean(_ew.mul(c, c)), eps))
+    xhat = _ew.mul(c, rstd)
+    gw = _ew.mul(g, w)
+    inner = _ew.sub(_ew.sub(gw, mean(gw)), _ew.mul(xhat, mean(_ew.mul(gw, xhat))))
+    return _ew.mul(rstd, inner)
+
+
+@layer_norm_grad_p.def_vjp(save_inputs=(0, 1, 2))
+def _ln_grad_vjp(ct, ins, out, *, eps):
+    from functx.transforms.grad import vjp
+
+    if shape_of(ins[0])[-1] == 0:  # nothing to differentiate (and no mean to take)
+        return None, None, None
+    _, f_vjp = vjp(lambda x, w, g: _ln_grad_composite(x, w, g, eps), *ins)
+    return tuple(f_vjp(ct))
+
+
+@layer_norm_grad_p.def_jvp
+def _ln_grad_jvp(tangents, primals, out, *, eps):
+    from functx.transforms.jvp import jvp
+
+    live = [i for i, t in enumerate(tangents) if t is not None]
+    if not live or shape_of(primals[0])[-1] == 0:
+        return None
+
+    def f(*vals: Any) -> Any:
+        args = list(primals)
+        for i, v in zip(live, vals):
+            args[i] = v
+        return _ln_grad_composite(*args, eps)
+
+    _, t = jvp(f, tuple(primals[i] for i in live), tuple(tangents[i] for i in live))
+    return t
+
+
+@layer_norm_grad_p.def_batch
+def _ln_grad_batch(args, dims, *, eps):
+    (x, w, g), (dx, dw, dg) = args, dims
+    size = batch_size(args, dims)
+    if dw is not None:  # per-example weights: J^T (g * w) with the weight folded into g
+        xb, gb = to_front(x, dx, size), to_front(g, dg, size)
+        gw = _ew.mul(gb, _front(w, dw, size, ndim_of(xb)))
+        return bind(layer_norm_grad_p, xb, _ew.scalar(xb, 1), gw, eps=eps), 0
+    if dx == dg and dx != ndim_of(x) - 1:
+        return bind(layer_norm_grad_p, x, w, g, eps=eps), dx
+    return bind(layer_norm_grad_p, to_front(x, dx, size), w, to_front(g, dg, size),
+                eps=eps), 0
+
+
+def layer_norm(x: Any, weight: Any, bias: Any, *, eps: float) -> Any:
+    """Normalise ``x`` over its last axis, then scale by ``weight`` and shift by ``bias``
+    (each of shape ``(D,)`` or 0-d); see the module docstring. ``functx.nn.layer_norm`` is
+    the user-facing function.
+
+    Example:
+        >>> layer_norm(np.array([[1.0, 3.0]]), np.ones(2), np.zeros(2), eps=0.0)
+        array([[-1.,  1.]])
+    """
+    return bind(layer_norm_p, x, weight, bias, eps=float(eps))
+
+
+def layer_norm_grad(x: Any, weight: Any, g: Any, *, eps: float) -> Any:
+    """The cotangent of ``layer_norm``'s input ``x`` for the output cotangent ``g`` (see the
+    module docstring)."""
+    return bind(layer_norm_grad_p, x, weight, g, eps=float(eps))
+
+
+# -- softmax, log_softmax --------------------------------------------------------------------
+
+def _softmax_aval(name: str):
+    def rule(x: AbstractArray, *, axis: int) -> AbstractArray:
+        _check_real_float(name, x)
+        _check_axis(name, x, axis)
+        return AbstractArray(x.shape, x.dtype)
+    return rule
+
+
+def _shifted(xp: Any, x: Any, axis: int) -> Any:
+    """``x`` minus its maximum along ``axis`` (0 where that maximum is not finite)."""
+    m = xp.max(x, axis=axis, keepdims=True)
+    return x - xp.where(xp.isfinite(m), m, 0).astype(x.dtype, copy=False)
+
+
+def _softmax_impl(xp: Any, x: Any, *, axis: int) -> Any:
+    if x.size == 0:
+        return xp.zeros(x.shape, x.dtype)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        e = xp.exp(_shifted(xp, x, axis))
+        return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax_impl(xp: Any, x: Any, *, axis: int) -> Any:
+    if x.size == 0:
+        return xp.zeros(x.shape, x.dtype)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        s = _shifted(xp, x, axis)
+        return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+
+
+def _axis_batch(prim: Primitive):
+    def rule(args, dims, *, axis):
+        d = dims[0]
+        return bind(prim, args[0], axis=axis + (axis >= d)), d
+    return rule
+
+
+softmax_p = Primitive("softmax")
+softmax_p.def_abstract_eval(_softmax_aval("softmax"))
+softmax_p.def_impl(_softmax_impl)
+softmax_p.def_impl(_cuda_impls.softmax, backend="cuda")
+softmax_p.def_vjp(lambda ct, ins, out, *, axis: (
+    _ew.mul(out, _ew.sub(ct, _sum_keep(_ew.mul(ct, out), axis))),), save_output=True)
+softmax_p.def_jvp(lambda tangents, primals, out, *, axis: None if tangents[0] is None else
+                  _ew.mul(out, _ew.sub(tangents[0], _sum_keep(_ew.mul(tangents[0], out), axis))))
+softmax_p.def_batch(_axis_batch(softmax_p))
+
+log_softmax_p = Primitive("log_softmax")
+log_softmax_p.def_abstract_eval(_softmax_aval("log_softmax"))
+log_softmax_p.def_impl(_log_softmax_impl)
+log_softmax_p.def_impl(_cuda_impls.log_softmax, backend="cuda")
+log_softmax_p.def_vjp(lambda ct, ins, out, *, axis: (
+    _ew.sub(ct, _ew.mul(_ew.exp(out), _sum_keep(ct, axis))),), save_output=True)
+log_softmax_p.def_jvp(lambda tangents, primals, out, *, axis: None if tangents[0] is None else
+                      _ew.sub(tangents[0], _sum_keep(_ew.mul(_ew.exp(out), tangents[0]), axis)))
+log_softmax_p.def_batch(_axis_batch(log_softmax_p))
+
+
+def _axis(axis: int, x: Any) -> int:
+    """A negative ``axis`` counted from the end (the shape rule checks the range)."""
+    axis = int(axis)
+    return axis + ndim_of(x) if axis < 0 else axis
+
+
+def softmax(x: Any, *, axis: int) -> Any:
+    """``exp(x) / sum(exp(x), axis)``, stably (see the module docstring); ``axis`` is
+    normalised to ``[0, x.ndim)``. ``functx.nn.softmax`` is the user-facing function.
+
+    Example:
+        >>> softmax(np.array([0.0, 0.0]), axis=0)
+        array([0.5, 0.5])
+    """
+    return bind(softmax_p, x, axis=_axis(axis, x))
+
+
+def log_softmax(x: Any, *, axis: int) -> Any:
+    """``x - logsumexp(x, axis)``, stably (see the module docstring).
+
+    Example:
+        >>> log_softmax(np.array([0.0, 0.0]), axis=0)
+        array([-0.69314718, -0.69314718])
+    """
+    return bind(log_softmax_p, x, axis=_axis(axis, x))
+
+
+# -- gelu ------------------------------------------------------------------------------------
+
+def _check_approximate(name: str, approximate: str) -> None:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"{name}: approximate must be 'none' or 'tanh', not {approximate!r}.")
+
+
+def _gelu_aval(x: AbstractArray, *, approximate: str) -> AbstractArray:
+    _check_real_float("gelu", x)
+    _check_approximate("gelu", approximate)
+    return AbstractArray(x.shape, x.dtype)
+
+
+def _gelu_grad_aval(x: AbstractArray, g: AbstractArray, *, approximate: str) -> AbstractArray:
+    _check_real_float("gelu_grad", x)
+    _check_approximate("gelu_grad", approximate)
+    if tuple(g.shape) != tuple(x.shape):
+        raise ShapeError(f"gelu_grad: the cotangent g must have the shape of x ({x}) but it "
+                         f"is {g}.")
+    same_dtypes("gelu_grad", x, g)
+    return AbstractArray(x.shape, x.dtype)
+
+
+def _gelu_impl(xp: Any, x: Any, *, approximate: str) -> Any:
+    if approximate == "tanh":
+        return 0.5 * x * (1 + xp.tanh(GELU_C * (x + GELU_A * (x * x * x))))
+    return 0.5 * x * (1 + _ew._erf_impl(xp, x * _INV_SQRT2))
+
+
+def _gelu_grad_impl(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
+    if approximate == "tanh":
+        t = xp.tanh(GELU_C * (x + GELU_A * (x * x * x)))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (GELU_C * (1 + 3 * GELU_A * (x * x)))
+    else:
+        d = (0.5 * (1 + _ew._erf_impl(xp, x * _INV_SQRT2))
+             + x * xp.exp(-0.5 * (x * x)) * _INV_SQRT_2PI)
+    return (g * d).astype(x.dtype, copy=False)
+
+
+def _gelu_second(x: Any, approximate: str) -> Any:
+    """``gelu''(x)`` in functx operations: ``phi(x) (2 - x^2)``, or for the tanh form
+    ``(1 - t^2) (u' - x t u'^2 + x u'' / 2)`` with ``u = c (x + a x^3)``, ``t = tanh(u)``."""
+    xx = _ew.mul(x, x)
+    if approximate == "tanh":
+        t = _ew.tanh(_ew.mul(GELU_C, _ew.add(x, _ew.mul(GELU_A, _ew.mul(xx, x)))))
+        du = _ew.mul(GELU_C, _ew.add(1.0, _ew.mul(3 * GELU_A, xx)))
+        half_x_ddu = _ew.mul(3 * GELU_C * GELU_A, xx)  # x u'' / 2 = 3 c a x^2
+        inner = _ew.add(_ew.sub(du, _ew.mul(_ew.mul(x, t), _ew.mul(du, du))), half_x_ddu)
+        return _ew.mul(_ew.sub(1.0, _ew.mul(t, t)), inner)
+    phi = _ew.mul(_ew.exp(_ew.mul(xx, -0.5)), _INV_SQRT_2PI)
+    return _ew.mul(phi, _ew.sub(2.0, xx))
+
+
+gelu_p = Primitive("gelu")
+gelu_p.def_abstract_eval(_gelu_aval)
+gelu_p.def_impl(_gelu_impl)
+gelu_p.def_impl(_cuda_impls.gelu, backend="cuda")
+gelu_p.def_vjp(lambda ct, ins, out, *, approximate: (
+    bind(gelu_grad_p, ins[0], ct, approximate=approximate),), save_inputs=(0,))
+gelu_p.def_jvp(lambda tangents, primals, out, *, approximate: None if tangents[0] is None
+               else bind(gelu_grad_p, primals[0], tangents[0], approximate=approximate))
+gelu_p.def_batch(unary_batch(gelu_p))
+
+gelu_grad_p = Primitive("gelu_grad")
+gelu_grad_p.def_abstract_eval(_gelu_grad_aval)
+gelu_grad_p.def_impl(_gelu_grad_impl)
+gelu_grad_p.def_impl(_cuda_impls.gelu_grad, backend="cuda")
+
+
+@gelu_grad_p.def_vjp(save_inputs=(0, 1), selective=True)
+def _gelu_grad_vjp(ct, ins, out, *, approximate, needs):
+    x, g = ins
+    dx = _ew.mul(_ew.mul(ct, g), _gelu_second(x, approximate)) if needs[0] else None
+    dg = bind(gelu_grad_p, x, ct, approximate=approximate) if needs[1] else None
+    return dx, dg
+
+
+@gelu_grad_p.def_jvp
+def _gelu_grad_jvp(tangents, primals, out, *, approximate):
+    (tx, tg), (x, g) = tangents, primals
+    t = None if tg is None else bind(gelu_grad_p, x, tg, approximate=approximate)
+    if tx is not None:
+        t = add_tangents(t, _ew.mul(_ew.mul(tx, g), _gelu_second(x, approximate)))
+    return t
+
+
+@gelu_grad_p.def_batch
+def _gelu_grad_batch(args, dims, *, approximate):
+    (x, g), (dx, dg) = args, dims
+    if dx == dg:
+        return bind(gelu_grad_p, x, g, approximate=approximate), dx
+    size = batch_size(args, dims)
+    return bind(gelu_grad_p, to_front(x, dx, size), to_front(g, dg, size),
+                approximate=approximate), 0
+
+
+def gelu(x: Any, *, approximate: str = "none") -> Any:
+    """The Gaussian error linear unit (see the module docstring); ``functx.nn.gelu`` is the
+    user-facing function.
+
+    Example:
+        >>> gelu(np.array([1.0]), approximate="tanh")
+        array([0.84119199])
+    """
+    return bind(gelu_p, x, approximate=str(approximate))
+
+
+def gelu_grad(x: Any, g: Any, *, approximate: str = "none") -> Any:
+    """``g * gelu'(x)``: the cotangent of gelu's input (see the module docstring)."""
+    return bind(gelu_grad_p, x, g, approximate=str(approximate))
