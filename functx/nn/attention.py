@@ -2,10 +2,26 @@
 an additive ``bias`` and logit soft-capping.
 
 The function is a composite of functx operations (two matmuls around a stable softmax), so
-every transform works through it. Its backward pass keeps the attention probabilities, an
-``(..., L, S)`` array per call, alive until the gradient is computed (the matmul VJPs need
-them): memory grows with ``L * S``. A memory-lean variant that recomputes them in the
-backward pass can be built with ``functx.checkpoint`` once it exists.
+every transform works through it. Two memory modes for the backward pass:
+
+* ``recompute=False`` (default): the backward pass keeps the attention probabilities and
+  the other ``(..., L, S)`` intermediates of the softmax (several arrays of the scores'
+  size per call) from the forward pass until the gradient is computed: memory kept
+  between the forward and the backward pass grows with ``L * S``.
+* ``recompute=True``: the scores -> softmax -> dropout -> ``@ value`` part runs inside
+  ``functx.checkpoint`` with the ``nothing_saveable`` policy, so the backward pass keeps
+  only that part's inputs (query, key, value, masks, bias, dropout key) and its output,
+  all of size ``L * E`` or ``S * E`` (plus the masks and bias as passed). Its backward
+  pass recomputes the ``(..., L, S)`` intermediates when it reaches this call, which costs
+  one more forward pass of the attention. The gradients are the same bits (dropout masks
+  come from the key, so the recomputation draws the same mask), except that when one
+  array is passed as several of query, key and value its cotangents are added in another
+  order (equal to rounding, about 1e-13 relative). The recomputed arrays
+  still exist while this call's gradient is computed, so the saving shows in models with
+  several attention calls (or other work between the forward and backward pass): only one
+  call's ``(..., L, S)`` arrays are alive at a time, not every call's. With dropout, one
+  ``(..., L, S)`` uint32 array is still kept: the element counters that
+  ``functx.random`` makes as a constant for the draw become an input of the checkpoint.
 
 Example:
     >>> import functx.nn as fnn
@@ -14,6 +30,7 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -21,10 +38,14 @@ import numpy as np
 
 import functx.numpy as fnp
 from functx import random as fxr
+from functx.backends import default_device, device_of
+from functx.checkpoint_policies import nothing_saveable
 from functx.errors import DTypeError, ShapeError
 from functx.nn._util import ArgumentError, array, check_number, float_array
+from functx.numpy._promotion import is_tracer
 from functx.numpy._shape import on_device_of
 from functx.primitives.misc import stop_gradient
+from functx.transforms.checkpoint import checkpoint
 
 __all__ = ["scaled_dot_product_attention"]
 
@@ -106,7 +127,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
                                  dropout_p: float = 0.0, is_causal: bool = False,
                                  scale: float | None = None, *, enable_gqa: bool = False,
                                  bias: Any = None, softcap: float | None = None,
-                                 dropout_key: Any = None) -> Any:
+                                 dropout_key: Any = None, recompute: bool = False) -> Any:
     """``softmax(mask(bias + cap(scale * query @ key^T))) @ value``.
 
     The scores are computed in this order (after PyTorch and FlashAttention):
@@ -125,8 +146,12 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
        same key gives the same mask, so recomputation reproduces it);
     7. ``probabilities @ value``.
 
-    Memory: the backward pass keeps the ``(..., L, S)`` probabilities (see the module
-    docstring; a recomputing variant can come from ``functx.checkpoint``).
+    Memory (see the module docstring): with ``recompute=False`` the backward pass keeps
+    the ``(..., L, S)`` probabilities and softmax intermediates; with ``recompute=True`` it
+    keeps no ``(..., L, S)`` array computed here (only the inputs and the output; with
+    dropout also the PRNG's uint32 counters, see the module docstring) and
+    recomputes steps 1-7 when it differentiates this call (``functx.checkpoint``, policy
+    ``nothing_saveable``), giving the same gradients for one more forward pass of work.
 
     Args:
         query: shape ``(..., L, E)``.
@@ -141,6 +166,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         bias: None or a float array broadcasting to ``(..., L, S)``, added to the scores.
         softcap: None or a positive float, the cap of the logits.
         dropout_key: a functx.random key for dropout; required when ``dropout_p > 0``.
+        recompute: keep nothing of size ``L * S`` for the backward pass and recompute it
+            there (memory-lean backward); default False (keep the probabilities).
 
     Returns:
         Shape ``(..., L, Ev)``.
@@ -154,6 +181,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
 
     Example:
         >>> out = fnn.scaled_dot_product_attention(q, k, v, attn_mask=mask, softcap=50.0)
+        >>> g = fx.grad(lambda q: fnn.scaled_dot_product_attention(
+        ...     q, k, v, is_causal=True, recompute=True).sum())(q)   # probabilities recomputed
     """
     q = float_array(query, _FN, "query")
     k = float_array(key, _FN, "key")
@@ -189,20 +218,32 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
                             "pass dropout_key=... (functx randomness is key-based), or "
                             "dropout_p=0.0 for evaluation.")
 
-    s = fnp.matmul(fnp.multiply(q, factor), fnp.swapaxes(k, -1, -2))
-    if cap is not None:
-        s = fnp.multiply(cap, fnp.tanh(fnp.divide(s, cap)))
-    if b is not None:
-        s = fnp.add(s, b)
-    if mask is not None:
-        if np.dtype(mask.dtype).kind == "b":
-            s = fnp.where(mask, s, -np.inf)
-        else:
-            s = fnp.add(s, mask)
     if is_causal:
         L, S = scores_shape[-2:]
-        s = fnp.where(on_device_of(s, np.tril(np.ones((L, S), dtype=bool))), s, -np.inf)
-    probs = _safe_softmax(s)
-    if p_drop > 0:
-        probs = _dropout(probs, p_drop, dropout_key)
-    return fnp.matmul(probs, v)
+        mask = on_device_of(q, np.tril(np.ones((L, S), dtype=bool)))
+    extras = {name: a for name, a in (("mask", mask), ("bias", b),
+                                      ("key", dropout_key if p_drop > 0 else None))
+              if a is not None}
+
+    def attend(q: Any, k: Any, v: Any, extras: dict) -> Any:
+        s = fnp.matmul(fnp.multiply(q, factor), fnp.swapaxes(k, -1, -2))
+        if cap is not None:
+            s = fnp.multiply(cap, fnp.tanh(fnp.divide(s, cap)))
+        if "bias" in extras:
+            s = fnp.add(s, extras["bias"])
+        if "mask" in extras:
+            m = extras["mask"]
+            s = fnp.where(m, s, -np.inf) if np.dtype(m.dtype).kind == "b" else fnp.add(s, m)
+        probs = _safe_softmax(s)
+        if p_drop > 0:
+            probs = _dropout(probs, p_drop, extras["key"])
+        return fnp.matmul(probs, v)
+
+    # Outside any transform nothing is differentiated, so there is nothing to recompute.
+    if recompute and any(is_tracer(a) for a in (q, k, v, *extras.values())):
+        # checkpoint traces ``attend`` abstractly: constants made inside it (zeros_like...)
+        # go to the default device, which must be the operands' one (e.g. CUDA).
+        dev = device_of(q)
+        with default_device(dev) if dev is not None else contextlib.nullcontext():
+            return checkpoint(attend, policy=nothing_saveable, _name=_FN)(q, k, v, extras)
+    return attend(q, k, v, extras)

@@ -1,0 +1,247 @@
+"""The memory-lean backward pass of functx.nn.scaled_dot_product_attention
+(``recompute=True``): same values and gradients as the default, nothing of the scores' shape
+kept for the backward pass, and a lower peak of memory in a stack of attention layers.
+"""
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import functx as fx
+import functx.nn as fnn
+import functx.numpy as fnp
+import functx.random as fxr
+
+# tests/ is on sys.path under pytest (no __init__.py): this is the module pytest itself
+# imports, so its fake device is registered once, whichever test file runs first.
+from test_backends import FakeArray, fake  # noqa: F401  (fake: a pytest fixture)
+
+# ----------------------------------------------------------------------------------------
+# Cases: the options of the attention, drawn or listed
+
+
+@st.composite
+def attention_case(draw: Callable) -> dict:
+    """Shapes, operands and options of one attention call (float64, (B, H, L, S) scores)."""
+    B, H = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    L, S = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    E, Ev = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    case: dict = {"q": rng.normal(size=(B, H, L, E)), "k": rng.normal(size=(B, H, S, E)),
+                  "v": rng.normal(size=(B, H, S, Ev)), "opts": {}}
+    opts = case["opts"]
+    mask_kind = draw(st.sampled_from(["none", "bool", "float", "causal"]))
+    mask_shape = draw(st.sampled_from([(L, S), (H, L, S), (B, H, L, S), (B, 1, 1, S)]))
+    if mask_kind == "bool":  # some rows may be fully masked (zero output there)
+        opts["attn_mask"] = rng.random(mask_shape) < 0.7
+    elif mask_kind == "float":
+        opts["attn_mask"] = rng.normal(size=mask_shape)
+    elif mask_kind == "causal":
+        opts["is_causal"] = True
+    if draw(st.booleans()):
+        case["bias"] = rng.normal(size=draw(st.sampled_from([(L, S), (B, H, L, S)])))
+    if draw(st.booleans()):
+        opts["softcap"] = draw(st.sampled_from([0.5, 2.0, 30.0]))
+    if draw(st.booleans()):
+        opts["scale"] = draw(st.sampled_from([0.3, 1.7]))
+    if draw(st.booleans()):
+        opts["dropout_p"] = draw(st.sampled_from([0.2, 0.6, 1.0]))
+        opts["dropout_key"] = fxr.key(draw(st.integers(0, 2**32 - 1)))
+    case["ct"] = rng.normal(size=(B, H, L, Ev))
+    return case
+
+
+def attention_fn(case: dict, recompute: bool) -> Callable:
+    """``(q, k, v[, bias]) -> attention output`` with the case's options."""
+    opts = case["opts"]
+    if "bias" in case:
+        return lambda q, k, v, bias: fnn.scaled_dot_product_attention(
+            q, k, v, bias=bias, recompute=recompute, **opts)
+    return lambda q, k, v: fnn.scaled_dot_product_attention(q, k, v, recompute=recompute,
+                                                            **opts)
+
+
+def operands(case: dict) -> tuple:
+    return (case["q"], case["k"], case["v"]) + ((case["bias"],) if "bias" in case else ())
+
+
+def assert_same(got: Any, want: Any, what: str) -> None:
+    """Bit-for-bit equality (NaN equal to NaN), leaf by leaf."""
+    got_leaves, want_leaves = fx.tree.leaves(got), fx.tree.leaves(want)
+    assert len(got_leaves) == len(want_leaves), what
+    for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{what}[{i}]: {g.shape} vs {w.shape}"
+        np.testing.assert_array_equal(g, w, err_msg=f"{what}[{i}]")
+
+
+# ----------------------------------------------------------------------------------------
+# Same numbers
+
+
+@given(attention_case())
+def test_recompute_gives_the_same_values_and_gradients(case: dict) -> None:
+    args = operands(case)
+    outs, grads = [], []
+    for recompute in (False, True):
+        out, f_vjp = fx.vjp(attention_fn(case, recompute), *args)
+        outs.append(out)
+        grads.append(f_vjp(case["ct"]))
+    assert_same(outs[1], outs[0], "output")
+    assert_same(grads[1], grads[0], "gradients")
+    assert all(np.all(np.isfinite(g)) for g in grads[1])
+    # the eager call (no transform) agrees too
+    assert_same(attention_fn(case, True)(*args), outs[0], "eager output")
+
+
+def test_recompute_reproduces_the_dropout_mask_exactly() -> None:
+    """Dropout changes the gradient, and the recomputation draws the same mask (the
+    gradient matches the default's); another key gives another gradient."""
+    rng = np.random.default_rng(5)
+    q, k, v = rng.normal(size=(2, 2, 6, 3)), rng.normal(size=(2, 2, 6, 3)), \
+        rng.normal(size=(2, 2, 6, 3))
+
+    def grad_q(recompute: bool, seed: int | None) -> np.ndarray:
+        opts = {} if seed is None else {"dropout_p": 0.5, "dropout_key": fxr.key(seed)}
+        return fx.grad(lambda q: fnp.sum(fnn.scaled_dot_product_attention(
+            q, k, v, is_causal=True, recompute=recompute, **opts) ** 2))(q)
+
+    g_key1 = grad_q(True, 1)
+    np.testing.assert_array_equal(g_key1, grad_q(False, 1))
+    assert not np.array_equal(g_key1, grad_q(True, 2))
+    assert not np.array_equal(g_key1, grad_q(True, None))
+
+
+def test_recompute_composes_with_forward_mode_vmap_and_second_order() -> None:
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.normal(size=(2, 4, 3)) for _ in range(3))
+    bias = rng.normal(size=(4, 4))
+    dq = rng.normal(size=q.shape)
+
+    def f(recompute: bool) -> Callable:
+        return lambda q, k, v: fnn.scaled_dot_product_attention(
+            q, k, v, bias=bias, softcap=3.0, is_causal=True, recompute=recompute)
+
+    assert_same(fx.jvp(f(True), (q, k, v), (dq, 0 * k, 0 * v)),
+                fx.jvp(f(False), (q, k, v), (dq, 0 * k, 0 * v)), "jvp")
+    assert_same(fx.vmap(f(True))(q, k, v), fx.vmap(f(False))(q, k, v), "vmap")
+
+    def hvp(recompute: bool) -> Any:
+        def g(q: Any) -> Any:
+            return fx.grad(lambda q: fnp.sum(f(recompute)(q, k, v) ** 2))(q)
+        return fx.jvp(g, (q,), (dq,))[1]
+
+    np.testing.assert_allclose(hvp(True), hvp(False), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.usefixtures("fake")
+def test_recompute_on_another_device_keeps_its_constants_there() -> None:
+    """On a non-CPU device (tests/test_backends.py's fake one) the checkpointed part's
+    constants (the softmax's zeros and ones, the causal mask) live on that device too."""
+    rng = np.random.default_rng(9)
+    host = [rng.normal(size=(2, 3, 6, 4)) for _ in range(4)] + [rng.normal(size=(6, 6))]
+    q, k, v, ct, bias = fx.device_put(host, "fakegpu")
+    results = []
+    for recompute in (False, True):
+        out, f_vjp = fx.vjp(lambda q, k, v: fnn.scaled_dot_product_attention(
+            q, k, v, is_causal=True, bias=bias, softcap=2.0, recompute=recompute), q, k, v)
+        grads = f_vjp(ct)
+        assert all(type(g) is FakeArray for g in (out, *grads))
+        results.append((out, grads))
+    assert_same(results[1], results[0], "on the fake device")
+
+
+# ----------------------------------------------------------------------------------------
+# What the backward pass keeps
+
+B, H, L, S, E = 2, 3, 5, 7, 4
+SCORES = (B, H, L, S)
+_rng = np.random.default_rng(7)
+_Q, _K, _V = (_rng.normal(size=(B, H, n, E)) for n in (L, S, S))
+# Masks and biases of another shape than the scores', so that the arguments themselves
+# (which the backward pass keeps, with or without recompute) are not of the scores' shape.
+RESIDUAL_CASES = {
+    "plain": {},
+    "bool mask": {"attn_mask": _rng.random((L, S)) < 0.6},
+    "float mask": {"attn_mask": _rng.normal(size=(H, L, S))},
+    "causal": {"is_causal": True},
+    "softcap and scale": {"softcap": 2.0, "scale": 0.7},
+    "bias": {"bias": _rng.normal(size=(1, H, L, S))},
+    "everything": {"attn_mask": _rng.random((B, 1, L, S)) < 0.6, "softcap": 5.0,
+                   "bias": _rng.normal(size=(L, S))},
+    "dropout": {"dropout_p": 0.3, "dropout_key": fxr.key(11), "is_causal": True},
+}
+
+
+def residuals(opts: dict, recompute: bool) -> list:
+    def loss(q: Any, k: Any, v: Any) -> Any:
+        return fnp.sum(fnn.scaled_dot_product_attention(q, k, v, recompute=recompute,
+                                                        **opts) ** 2)
+    return fx.saved_residuals(loss, _Q, _K, _V)
+
+
+@pytest.mark.parametrize("name", list(RESIDUAL_CASES))
+def test_recompute_keeps_nothing_of_the_scores_shape(name: str) -> None:
+    opts = RESIDUAL_CASES[name]
+    kept = residuals(opts, recompute=False)
+    lean = residuals(opts, recompute=True)
+    big_kept = [(a, what) for a, what in kept if tuple(a.shape) == SCORES]
+    assert len([a for a, _ in big_kept if np.dtype(a.dtype).kind == "f"]) >= 2, kept
+    big_lean = [(a, what) for a, what in lean if tuple(a.shape) == SCORES]
+    if "dropout_p" in opts:
+        # The PRNG's element counters (uint32, made as constants by functx.random) are
+        # inputs of the checkpoint and so kept; nothing computed from the scores is.
+        assert all(np.dtype(a.dtype) == np.uint32 for a, _ in big_lean), big_lean
+    else:
+        assert big_lean == [], big_lean
+    assert any("checkpoint(scaled_dot_product_attention)" in what for _, what in lean), lean
+    nbytes = [sum(a.size * np.dtype(a.dtype).itemsize for a, _ in r) for r in (kept, lean)]
+    assert nbytes[0] - nbytes[1] >= 2 * np.prod(SCORES) * 8, nbytes  # two float64 scores
+
+
+# ----------------------------------------------------------------------------------------
+# Peak memory
+
+
+def stack_loss(recompute: bool, layers: int = 4) -> Callable:
+    """A residual stack of causal self-attention layers (the case recompute is for: only one
+    layer's (B, H, L, S) intermediates alive at a time in the backward pass)."""
+    def loss(x: Any) -> Any:
+        for _ in range(layers):
+            x = x + fnn.scaled_dot_product_attention(x, x, x, is_causal=True, softcap=5.0,
+                                                     recompute=recompute)
+        return fnp.sum(x * x)
+    return loss
+
+
+def peak_bytes(f: Callable, *args: Any) -> tuple[int, Any]:
+    """The peak of traced memory (above what was allocated before) while ``f`` runs."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        out = f(*args)
+        return tracemalloc.get_traced_memory()[1] - before, out
+    finally:
+        tracemalloc.stop()
+
+
+def test_recompute_lowers_the_peak_memory_of_a_stack_of_attention_layers() -> None:
+    # (1, 2, 128, 128) float64 scores: 256 KiB per array, several per layer without recompute
+    x = np.random.default_rng(8).normal(size=(1, 2, 128, 8))
+    grads = {rc: fx.grad(stack_loss(rc)) for rc in (False, True)}
+    for g in grads.values():
+        g(x)  # memoised constants and caches are made before measuring
+    peak_full, g_full = peak_bytes(grads[False], x)
+    peak_lean, g_lean = peak_bytes(grads[True], x)
+    # x is query, key and value at once: its three cotangents are summed in another order
+    # when they come out of a checkpoint, so equal to rounding rather than bit for bit.
+    np.testing.assert_allclose(g_lean, g_full, rtol=1e-12, atol=1e-12 * np.abs(g_full).max())
+    scores_bytes = 2 * 128 * 128 * 8
+    assert peak_full > 4 * 3 * scores_bytes, (peak_full, scores_bytes)  # >= 3 kept per layer
+    assert peak_lean < 0.7 * peak_full, (peak_lean, peak_full)
