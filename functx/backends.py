@@ -298,6 +298,21 @@ def default_backend() -> Backend:
 _CPU_DEVICE = Device("cpu", 0)
 
 
+def inputs_device_scope(values: Any) -> Any:
+    """A context in which arrays created from nothing live on the device of ``values``.
+
+    Transforms that trace abstractly (``vmap``, ``checkpoint``, ``linearize``) enter it, so
+    that constants the traced function makes (``zeros_like`` of a tracer, ...) land where
+    its inputs are. It is the first non-CPU device among ``values``; a no-op where all are
+    on the CPU or have no device.
+    """
+    for x in values:
+        dev = device_of(x)
+        if dev is not None and dev.platform != "cpu":
+            return default_device(dev)
+    return contextlib.nullcontext()
+
+
 @contextlib.contextmanager
 def default_device(device: Any) -> Iterator[Device]:
     """Within the block, arrays created from nothing live on ``device`` (this thread only).

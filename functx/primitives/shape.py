@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from functx.backends import CPU, backend_of
+from functx.backends import backend_of, get_default_device
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import _batching as _b
@@ -40,12 +40,14 @@ _pyslice = slice  # this module defines a `slice` primitive wrapper
 def array_module(like: Any) -> Any:
     """The array module (numpy or cupy) of the device ``like`` lives on.
 
-    Tracers are looked through to the value they carry; abstract values and Python scalars
-    give numpy.
+    Tracers are looked through to the value they carry; abstract values (abstract tracers)
+    and Python scalars give the default device's (:func:`functx.default_device`; NumPy
+    unless inside one).
     """
     while type(like) is Tracer:
         like = like._value
-    return (backend_of(like) or CPU).xp
+    b = backend_of(like)
+    return b.xp if b is not None else get_default_device().backend.xp
 
 
 _SCALARS: dict = {}

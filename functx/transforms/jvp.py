@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from functx import tree
+from functx.backends import inputs_device_scope
 from functx.errors import FunctxError, GradError, MissingRuleError
 from functx.ir import Var, abstractify
 from functx.primitives._batching import zeros_like
@@ -322,7 +323,7 @@ def linearize(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         leaves, in_tree = tree.flatten(tuple(primals))
         leaves = [_as_array(x, fname, "the primals") for x in leaves]
         floats = [INEXACT_DTYPES[abstractify(x).dtype] for x in leaves]
-        with TraceBuilder(fname) as lin:
+        with inputs_device_scope(leaves), TraceBuilder(fname) as lin:
             t_in = [lin.new_input(abstractify(x).update(weak_type=False)) if fl else None
                     for x, fl in zip(leaves, floats)]
             with JvpTraceBuilder(fname) as b:

@@ -17,6 +17,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from functx import tree
+from functx.backends import inputs_device_scope
 from functx.errors import FunctxError, ShapeError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
@@ -133,7 +134,8 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
         out_tree_box.append(out_tree)
         return [_check_leaf(x, fname, "the function's output") for x in out_leaves]
 
-    trace, _ = trace_flat(flat_f, avals, fname)
+    with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
+        trace, _ = trace_flat(flat_f, avals, fname)
     outs, out_dims = batch_trace(trace, leaves, dims, size)
     out_tree = out_tree_box[0]
     out_struct = tree.unflatten(out_tree, list(range(len(outs))))
