@@ -198,9 +198,31 @@ def _counters(like: Any, shape: tuple[int, ...]) -> tuple[Array, Array]:
     return hi, lo
 
 
+def _traced_counters(k1: Array, shape: tuple[int, ...]) -> tuple[Array, Array]:
+    """The counters of :func:`_counters`, computed inside the trace when the key is traced.
+
+    The index is a sum of one small ``arange`` per axis, and a zero derived from the key makes
+    the sum part of the trace: a trace (a checkpointed block, a vmapped function) then holds
+    O(sum(shape)) constants instead of two counter arrays as large as the request.
+    """
+    zero = _ew.mul(k1, _const(k1, 0, _U32))  # a traced 0
+    lo = _shape.broadcast_in_dim(zero, shape, ())
+    hi = lo
+    stride = 1
+    for ax in reversed(range(len(shape))):
+        xp = _shape.array_module(k1)
+        r = xp.arange(shape[ax], dtype=_U32) * _U32.type(stride)
+        lo = _ew.add(lo, _shape.broadcast_in_dim(r, shape, (ax,)))
+        stride *= shape[ax]
+    return hi, lo
+
+
 def _hash(key: Array, shape: tuple[int, ...]) -> tuple[Array, Array]:
     k1, k2 = _words(key)
-    hi, lo = _counters(key, shape)
+    if type(k1) is Tracer and shape and math.prod(shape) < 2**32:
+        hi, lo = _traced_counters(k1, shape)
+    else:
+        hi, lo = _counters(key, shape)
     return _bits.threefry2x32(k1, k2, hi, lo)
 
 
