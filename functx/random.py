@@ -212,7 +212,8 @@ def _traced_counters(k1: Array, shape: tuple[int, ...]) -> tuple[Array, Array]:
     for ax in reversed(range(len(shape))):
         xp = _shape.array_module(k1)
         r = xp.arange(shape[ax], dtype=_U32) * _U32.type(stride)
-        lo = _ew.add(lo, _shape.broadcast_in_dim(r, shape, (ax,)))
+        r = r.reshape(tuple(n if i == ax else 1 for i, n in enumerate(shape)))
+        lo = _ew.add(lo, r)  # broadcasts the small constant against the traced index
         stride *= shape[ax]
     return hi, lo
 

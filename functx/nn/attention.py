@@ -19,9 +19,9 @@ every transform works through it. Two memory modes for the backward pass:
   order (equal to rounding, about 1e-13 relative). The recomputed arrays
   still exist while this call's gradient is computed, so the saving shows in models with
   several attention calls (or other work between the forward and backward pass): only one
-  call's ``(..., L, S)`` arrays are alive at a time, not every call's. With dropout, one
-  ``(..., L, S)`` uint32 array is still kept: the element counters that
-  ``functx.random`` makes as a constant for the draw become an input of the checkpoint.
+  call's ``(..., L, S)`` arrays are alive at a time, not every call's. With dropout, the
+  mask is redrawn from the key (under a transform ``functx.random`` computes its element
+  counters inside the trace, so nothing of the scores' size is kept for it either).
 
 Example:
     >>> import functx.nn as fnn
