@@ -10,12 +10,14 @@ Two workloads, float32, each checked against PyTorch's gradients before it is ti
    its ten parameters.
 
 Times are medians of interleaved repeats (see ``_harness.py``) with the 25th-75th
-percentile range; thread settings are left at their defaults and printed. The target is
-functx within 2x of PyTorch's CPU time.
+percentile range. Thread settings are left at their defaults and printed, unless
+``--threads N`` caps PyTorch's intra-op threads, NumPy's BLAS threads (through
+threadpoolctl) and functx's convolution copy threads at N alike. The target is functx
+within 2x of PyTorch's CPU time.
 
 Usage::
 
-    python benchmarks/bench_conv.py [--quick] [--repeats N]
+    python benchmarks/bench_conv.py [--quick] [--repeats N] [--threads N]
 """
 from __future__ import annotations
 
@@ -125,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="10 repeats and 2 warm-up runs instead of 40 and 5")
     parser.add_argument("--repeats", type=int, help="timed repeats per system")
+    parser.add_argument("--threads", type=int,
+                        help="cap every library's threads at this number (default: as is)")
     args = parser.parse_args(argv)
     repeats = args.repeats or (10 if args.quick else 40)
     warmup = 2 if args.quick else 5
@@ -134,8 +138,18 @@ def main(argv: list[str] | None = None) -> int:
         log("PyTorch is not installed: nothing to compare with (pip install torch).")
         return 1
 
+    limits = None
+    if args.threads:
+        from threadpoolctl import threadpool_limits
+
+        from functx.primitives import conv as fx_conv
+
+        torch.set_num_threads(args.threads)
+        limits = threadpool_limits(args.threads)  # kept alive until the end of main
+        fx_conv._THREADS = args.threads
     meter = CpuMeter()
-    report = ["# functx vs PyTorch: convolutions (CPU, float32)", ""]
+    threads = f", {args.threads} threads each" if args.threads else ""
+    report = [f"# functx vs PyTorch: convolutions (CPU, float32{threads})", ""]
     status = 0
     for title, build in [("conv2d forward + backward (16x32x32x32, 3x3, 32 -> 64, padding 1)",
                           conv_workload),
@@ -160,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     report += ["## Environment", "", environment_report({"torch": torch}, ROOT),
                meter.report()]
     print("\n".join(report))
+    del limits
     return status
 
 

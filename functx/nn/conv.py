@@ -363,33 +363,47 @@ def pool_out_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> in
     return out
 
 
-def windows(x: Any, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
-            padding: Sequence[int], out_sizes: Sequence[int], fill: float, axis: int) -> Any:
-    """The sliding windows of ``x`` ``[N, C, *spatial]``, stacked along a new ``axis``.
-
-    Window element ``k`` (row-major over the kernel) at output position ``y`` is
-    ``x[..., y * stride - padding + k * dilation]``; positions outside ``x`` read ``fill``.
-    Built from one pad and one strided slice per kernel position, so it is differentiable
-    and batchable like those primitives; windows that tile the input exactly (stride equal
-    to the kernel, no dilation or padding) are a reshape instead.
-    """
-    nd = len(kernel)
-    n, c = x.shape[:2]
-    # The padded extent the windows read: low padding, then up to the last window's end.
+def padded_for_windows(x: Any, kernel: Sequence[int], stride: Sequence[int],
+                       dilation: Sequence[int], padding: Sequence[int],
+                       out_sizes: Sequence[int], fill: float) -> Any:
+    """``x`` padded with ``fill`` by ``padding`` in front and, at the end, to where the last
+    window ends (cropped where the last windows leave input rows unread)."""
     highs = [(o - 1) * s + d * (k - 1) + 1 - sz - p
              for o, s, d, k, sz, p in zip(out_sizes, stride, dilation, kernel, x.shape[2:],
                                           padding)]
-    if any(p or h for p, h in zip(padding, highs)):
-        config = ((0, 0, 0),) * 2 + tuple((p, h, 0) for p, h in zip(padding, highs))
-        x = _shape.pad(x, fill, config)
+    if not any(p or h for p, h in zip(padding, highs)):
+        return x
+    config = ((0, 0, 0),) * 2 + tuple((p, h, 0) for p, h in zip(padding, highs))
+    return _shape.pad(x, fill, config)
+
+
+def windows(x: Any, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int],
+            padding: Sequence[int], out_sizes: Sequence[int], fill: float, axis: int,
+            padded: bool = False) -> Any:
+    """The sliding windows of ``x`` ``[N, C, *spatial]``: ``[N, C, *out]`` arrays, one per
+    kernel position, stacked along a new ``axis`` (0 or 2).
+
+    Window element ``k`` (row-major over the kernel) at output position ``y`` is
+    ``x[..., y * stride - padding + k * dilation]``; positions outside ``x`` read ``fill``
+    (``padded``: ``x`` is already :func:`padded_for_windows`). Built from a pad and one
+    strided slice per kernel position, so it is differentiable and batchable like those
+    primitives; windows that tile the input exactly (stride equal to the kernel, no
+    dilation) are a reshape and one transpose instead.
+    """
+    nd = len(kernel)
+    n, c = x.shape[:2]
+    if not padded:
+        x = padded_for_windows(x, kernel, stride, dilation, padding, out_sizes, fill)
+    kk = math.prod(kernel)
     if list(stride) == list(kernel) and all(d == 1 for d in dilation):
-        # [n, c, o1, k1, o2, k2, ...] -> [n, c, o1, o2, ..., k1, k2, ...]
+        # [n, c, o1, k1, o2, k2, ...] -> kernel axes at `axis`, output axes last
         split = (n, c) + tuple(v for o, k in zip(out_sizes, kernel) for v in (o, k))
-        w = fnp.reshape(x, split)
-        w = fnp.transpose(w, (0, 1) + tuple(range(2, 2 + 2 * nd, 2))
-                          + tuple(range(3, 3 + 2 * nd, 2)))
-        w = fnp.reshape(w, (n, c) + tuple(out_sizes) + (math.prod(kernel),))
-        return w if axis in (-1, nd + 2) else fnp.moveaxis(w, -1, axis)
+        outs = tuple(range(2, 2 + 2 * nd, 2))
+        ks = tuple(range(3, 3 + 2 * nd, 2))
+        perm = ks + (0, 1) + outs if axis == 0 else (0, 1) + ks + outs
+        w = fnp.transpose(fnp.reshape(x, split), perm)
+        shape = (kk, n, c) if axis == 0 else (n, c, kk)
+        return fnp.reshape(w, shape + tuple(out_sizes))
     parts = []
     for k in np.ndindex(*kernel):
         start = (0, 0) + tuple(ki * d for ki, d in zip(k, dilation))

@@ -26,8 +26,10 @@ import numpy as np
 import functx.numpy as fnp
 from functx.errors import DTypeError, ShapeError
 from functx.nn._util import ArgumentError, array
-from functx.nn.conv import batched, fmt_sizes, ntuple, pool_out_size, windows
+from functx.nn.conv import (batched, fmt_sizes, ntuple, padded_for_windows, pool_out_size,
+                            windows)
 from functx.numpy._shape import on_device_of
+from functx.primitives.misc import stop_gradient
 
 __all__ = ["avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
            "max_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
@@ -99,20 +101,33 @@ def _index_table(positions: Sequence[np.ndarray], sizes: Sequence[int]) -> np.nd
     return flat.reshape(tuple(out) + (-1,))
 
 
-def _max_over_windows(w: Any, table: np.ndarray, return_indices: bool) -> Any:
-    """The maximum of ``w`` ``[N, C, *out, K]`` over its last axis, the gradient going to
-    the first maximum; with ``return_indices``, also ``table``'s entry for it."""
-    kk = w.shape[-1]
-    first = fnp.argmax(w, axis=-1)  # first occurrence: PyTorch's choice among ties
-    hit = fnp.equal(fnp.expand_dims(first, -1), on_device_of(w, np.arange(kk)))
-    out = fnp.sum(fnp.where(hit, w, 0.0), axis=-1)
-    if not return_indices:
-        return out
+def _first_max(w: Any, source: Any, table: np.ndarray, index_table: np.ndarray | None) -> Any:
+    """The maximum of each window, taken from ``source`` at the window's first maximum.
+
+    ``w`` is ``[K, N, C, *out]``: the windows of (a stop-gradient copy of) ``source``
+    ``[N, C, *spatial]``; ``table`` ``[*out, K]`` holds the flat position of each window
+    element in a ``source`` plane. The result is a gather from ``source``, so the gradient
+    goes to the first maximum alone and NaN propagates (argmax picks the first NaN). With an
+    ``index_table``, also returns its entries at the maxima (PyTorch's indices).
+    """
+    kk = w.shape[0]
+    first = fnp.argmax(w, axis=0)  # [N, C, *out]: the first occurrence, as PyTorch
     spots = table.shape[:-1]
-    base = np.arange(math.prod(spots), dtype=np.int64).reshape(spots) * kk
-    idx = fnp.take(on_device_of(w, table.reshape(-1)),
-                   fnp.add(fnp.astype(first, np.int64), on_device_of(w, base)))
-    return out, idx
+    n, c = source.shape[:2]
+    plane = math.prod(source.shape[2:])
+    at = fnp.add(first, on_device_of(w, np.arange(math.prod(spots)).reshape(spots) * kk))
+    pos = fnp.take(on_device_of(w, table.reshape(-1)), at)
+    offsets = (np.arange(n * c, dtype=np.int64) * plane).reshape((n, c) + (1,) * len(spots))
+    out = fnp.take(fnp.reshape(source, (-1,)), fnp.add(pos, on_device_of(w, offsets)))
+    if index_table is None:
+        return out
+    if index_table is table:
+        return out, pos
+    return out, fnp.take(on_device_of(w, index_table.reshape(-1)), at)
+
+
+def _tuple(x: Any) -> tuple:
+    return x if isinstance(x, tuple) else (x,)
 
 
 def _unbatch(unbatched: bool, *outs: Any) -> Any:
@@ -128,14 +143,18 @@ def _max_pool(fn: str, nd: int, input: Any, kernel_size: Any, stride: Any, paddi
     kernel, stride, padding, dilation, out = _pool_args(
         fn, nd, x, kernel_size, stride, padding, dilation, ceil_mode)
     return_indices = _flag(fn, "return_indices", return_indices)
-    w = windows(x, kernel, stride, dilation, padding, out, -np.inf, axis=-1)
-    table = None
+    padded = padded_for_windows(x, kernel, stride, dilation, padding, out, -np.inf)
+    w = windows(stop_gradient(padded), kernel, stride, dilation, padding, out, -np.inf, axis=0,
+                padded=True)
+    # Window element positions along each axis, in the padded and in the input coordinates.
+    pos = [np.arange(o)[:, None] * s + np.arange(k)[None, :] * d
+           for o, s, k, d in zip(out, stride, kernel, dilation)]
+    table = _index_table(pos, padded.shape[2:])
+    index_table = None
     if return_indices:
-        positions = [np.arange(o)[:, None] * s - p + np.arange(k)[None, :] * d
-                     for o, s, p, k, d in zip(out, stride, padding, kernel, dilation)]
-        table = _index_table(positions, x.shape[2:])
-    res = _max_over_windows(w, table, return_indices)
-    return _unbatch(unbatched, *res) if return_indices else _unbatch(unbatched, res)
+        index_table = table if padded is x else _index_table(
+            [q - p for q, p in zip(pos, padding)], x.shape[2:])
+    return _unbatch(unbatched, *_tuple(_first_max(w, padded, table, index_table)))
 
 
 def max_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -217,8 +236,7 @@ def _avg_pool(fn: str, nd: int, input: Any, kernel_size: Any, stride: Any, paddi
             or not isinstance(divisor_override, (int, np.integer)) or divisor_override == 0):
         raise ArgumentError(f"functx.nn.{fn}: divisor_override must be None or a non-zero "
                             f"int, but got divisor_override={divisor_override!r}.")
-    w = windows(x, kernel, stride, dilation, padding, out, 0, axis=-1)
-    total = fnp.sum(w, axis=-1)
+    total = fnp.sum(windows(x, kernel, stride, dilation, padding, out, 0, axis=0), axis=0)
     if divisor_override is not None:
         div = np.asarray(int(divisor_override), x.dtype)
     else:
@@ -310,8 +328,8 @@ def _adaptive_avg(fn: str, nd: int, input: Any, output_size: Any) -> Any:
     sizes = tuple(x.shape[2:])
     if all(n % o == 0 for n, o in zip(sizes, out)):  # equal, disjoint windows
         kernel = tuple(n // o for n, o in zip(sizes, out))
-        w = windows(x, kernel, kernel, (1,) * nd, (0,) * nd, out, 0, axis=-1)
-        return _unbatch(unbatched, fnp.mean(w, axis=-1))
+        w = windows(x, kernel, kernel, (1,) * nd, (0,) * nd, out, 0, axis=0)
+        return _unbatch(unbatched, fnp.mean(w, axis=0))
     y = x
     for d, (n, o) in enumerate(zip(sizes, out)):
         start, end = _bins(n, o)
@@ -329,7 +347,7 @@ def _adaptive_max(fn: str, nd: int, input: Any, output_size: Any, return_indices
     return_indices = _flag(fn, "return_indices", return_indices)
     sizes = tuple(x.shape[2:])
     positions = []
-    w = x
+    w = stop_gradient(x)
     for d, (n, o) in enumerate(zip(sizes, out)):
         start, end = _bins(n, o)
         width = int(np.max(end - start))
@@ -339,12 +357,13 @@ def _adaptive_max(fn: str, nd: int, input: Any, output_size: Any, return_indices
         positions.append(pos)
         w = fnp.take(w, on_device_of(x, pos), axis=2 + 2 * d)  # [.., o, width, ..]
     n_, c = x.shape[:2]
-    w = fnp.transpose(w, (0, 1) + tuple(range(2, 2 + 2 * nd, 2))
-                      + tuple(range(3, 3 + 2 * nd, 2)))
-    w = fnp.reshape(w, (n_, c) + out + (-1,))
-    table = _index_table(positions, sizes) if return_indices else None
-    res = _max_over_windows(w, table, return_indices)
-    return _unbatch(unbatched, *res) if return_indices else _unbatch(unbatched, res)
+    # [n, c, o1, w1, o2, w2, ...] -> [w1, w2, ..., n, c, o1, o2, ...]
+    w = fnp.transpose(w, tuple(range(3, 3 + 2 * nd, 2)) + (0, 1)
+                      + tuple(range(2, 2 + 2 * nd, 2)))
+    w = fnp.reshape(w, (-1, n_, c) + out)
+    table = _index_table(positions, sizes)
+    res = _first_max(w, x, table, table if return_indices else None)
+    return _unbatch(unbatched, *_tuple(res))
 
 
 def adaptive_avg_pool1d(input: Any, output_size: Any) -> Any:

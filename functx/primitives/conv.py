@@ -18,17 +18,23 @@ without it.
 
 The implementation gathers the windows into one column buffer (an ``im2col``, filled by a
 loop over kernel positions or over output positions, whichever is shorter) and does one
-(batched) matrix product; an ``lhs``-dilated convolution with unit strides (a transposed
-convolution, as in the input cotangent of a strided convolution) instead multiplies first
-and scatter-adds the products into the output (``col2im``), so it never multiplies the
-dilation's zeros. Both are written against the array-module interface (NumPy and CuPy).
+(batched) matrix product. A unit-stride convolution may instead multiply first and
+scatter-add the products into the output (``col2im``): it does so when the input is
+dilated (a transposed convolution, as in the input cotangent of a strided convolution), so
+the dilation's zeros are never multiplied, and when it moves less data (fewer output than
+input channels, as in most input cotangents). Both are written against the array-module
+interface and serve NumPy and CuPy; the CPU override runs the copies and scatter-adds on a
+few threads and keeps its temporaries in per-thread scratch buffers.
 """
 from __future__ import annotations
 
 import functools
 import itertools
 import math
-from typing import Any, Sequence
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -115,8 +121,32 @@ def _conv_aval(lhs: AbstractArray, rhs: AbstractArray, *, window_strides: tuple,
 
 # -- the implementation ----------------------------------------------------------------------
 
+_SCRATCH = threading.local()
+_SCRATCH_MAX = 1 << 26  # bytes: larger temporaries are allocated afresh
+
+
+def _scratch(xp: Any, shape: Sequence[int], dtype: Any, slot: str) -> Any:
+    """An uninitialised array for a temporary that never leaves the implementation.
+
+    On NumPy it is a view of a buffer kept per thread and slot between calls: a fresh large
+    allocation is paged in (and zeroed by the kernel) on first touch, which costs as much as
+    the copies into it. CuPy's memory pool already makes allocation cheap.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if xp is not np or nbytes > _SCRATCH_MAX:
+        return xp.empty(tuple(shape), dtype=dtype)
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = {}
+    buf = bufs.get(slot)
+    if buf is None or buf.nbytes < nbytes:
+        buf = bufs[slot] = np.empty(max(nbytes, 1), np.uint8)
+    return buf[:nbytes].view(dtype).reshape(tuple(shape))
+
+
 def _padded(xp: Any, x: Any, padding: Sequence[tuple[int, int]]) -> Any:
-    """``x`` zero-padded on its spatial axes (negative padding crops)."""
+    """``x`` zero-padded on its spatial axes (negative padding crops), in scratch memory."""
     if all(lo == 0 and hi == 0 for lo, hi in padding):
         return x
     crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for n, (lo, hi) in zip(x.shape[2:], padding))
@@ -125,7 +155,8 @@ def _padded(xp: Any, x: Any, padding: Sequence[tuple[int, int]]) -> Any:
         return x
     shape = x.shape[:2] + tuple(n + max(lo, 0) + max(hi, 0)
                                 for n, (lo, hi) in zip(x.shape[2:], padding))
-    out = xp.zeros(shape, dtype=x.dtype)
+    out = _scratch(xp, shape, x.dtype, "padded")
+    out[...] = 0
     out[(slice(None), slice(None)) + tuple(slice(max(lo, 0), max(lo, 0) + n) for n, (lo, _)
                                            in zip(x.shape[2:], padding))] = x
     return out
@@ -145,7 +176,43 @@ def _chunks(n: int, row_bytes: int) -> list[tuple[int, int]]:
     return [(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups):
+def _serial(fn: Callable, m: int, c: int, work: int) -> None:
+    """Run ``fn(rows, channels)`` once over everything (the generic implementation)."""
+    fn(slice(None), slice(None))
+
+
+def _split(n: int, parts: int) -> list[slice]:
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+_POOL: list = []
+# Copies are bound by memory bandwidth, which 4 threads mostly use; more fight the BLAS
+# library's own (spinning) threads and were slower on a 16-core machine.
+_THREADS = min(os.cpu_count() or 1, 4)
+_PARALLEL_MIN = 1 << 18  # elements below which threads cost more than they save
+
+
+def _threaded(fn: Callable, m: int, c: int, work: int) -> None:
+    """Run ``fn(rows, channels)`` over a partition of the rows (or of the channels, when
+    there are fewer rows than threads) on a thread pool.
+
+    NumPy releases the GIL while it copies and adds, so the window copies and scatter-adds
+    of the CPU implementation use every core, as the matrix products do.
+    """
+    if _THREADS == 1 or work < _PARALLEL_MIN or max(m, c) == 1:
+        return fn(slice(None), slice(None))
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(_THREADS, thread_name_prefix="functx-conv"))
+    if m >= _THREADS or m >= c:
+        parts = [(rows, slice(None)) for rows in _split(m, _THREADS)]
+    else:
+        parts = [(slice(None), chans) for chans in _split(c, _THREADS)]
+    for f in [_POOL[0].submit(fn, *part) for part in parts]:
+        f.result()
+
+
+def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups, each=_serial):
     """The convolution of an already padded (and dilated) ``x``: im2col, then one matmul."""
     n, c = x.shape[:2]
     o, cg = w.shape[:2]
@@ -158,36 +225,49 @@ def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups):
         xs = x[a:b]
         m = b - a
         if by_kernel:  # cols[n, c, *k, *y] = x[n, c, y * s + k * r]
-            cols = xp.empty((m, c) + kernel + spatial, dtype=x.dtype)
-            for k in itertools.product(*map(range, kernel)):
-                cols[(slice(None), slice(None)) + k] = xs[(slice(None), slice(None)) + tuple(
-                    slice(ki * r, ki * r + (yn - 1) * s + 1, s)
-                    for ki, r, yn, s in zip(k, rhs_dilation, spatial, strides))]
+            cols = _scratch(xp, (m, c) + kernel + spatial, x.dtype, "cols")
+
+            def fill(rows, chans):
+                for k in itertools.product(*map(range, kernel)):
+                    cols[(rows, chans) + k] = xs[(rows, chans) + tuple(
+                        slice(ki * r, ki * r + (yn - 1) * s + 1, s)
+                        for ki, r, yn, s in zip(k, rhs_dilation, spatial, strides))]
+
+            each(fill, m, c, cols.size)
             if groups == 1:
-                res = xp.matmul(xp.reshape(w, (o, cg * kk)), xp.reshape(cols, (m, c * kk, p)))
+                xp.matmul(xp.reshape(w, (o, cg * kk)), xp.reshape(cols, (m, c * kk, p)),
+                          out=xp.reshape(out[a:b], (m, o, p)))
             else:
-                res = xp.matmul(xp.reshape(w, (groups, og, cg * kk)),
-                                xp.reshape(cols, (m, groups, cg * kk, p)))
-            out[a:b] = xp.reshape(res, (m, o) + spatial)
+                xp.matmul(xp.reshape(w, (groups, og, cg * kk)),
+                          xp.reshape(cols, (m, groups, cg * kk, p)),
+                          out=xp.reshape(out[a:b], (m, groups, og, p)))
         else:  # cols[n, *y, c, *k] = x[n, c, y * s + k * r]
-            cols = xp.empty((m,) + spatial + (c,) + kernel, dtype=x.dtype)
-            for y in itertools.product(*map(range, spatial)):
-                cols[(slice(None),) + y] = xs[(slice(None), slice(None)) + tuple(
-                    slice(yi * s, yi * s + (kn - 1) * r + 1, r)
-                    for yi, s, kn, r in zip(y, strides, kernel, rhs_dilation))]
+            cols = _scratch(xp, (m,) + spatial + (c,) + kernel, x.dtype, "cols")
+
+            def fill(rows, chans):
+                for y in itertools.product(*map(range, spatial)):
+                    cols[(rows,) + y + (chans,)] = xs[(rows, chans) + tuple(
+                        slice(yi * s, yi * s + (kn - 1) * r + 1, r)
+                        for yi, s, kn, r in zip(y, strides, kernel, rhs_dilation))]
+
+            each(fill, m, c, cols.size)
+            # One product with the batch folded into the rows (few output positions, many
+            # kernel positions: the weight gradient's shape).
             if groups == 1:
-                res = xp.matmul(xp.reshape(cols, (m, p, c * kk)),
-                                xp.reshape(w, (o, cg * kk)).T)  # [m, p, o]
-                res = xp.transpose(res, (0, 2, 1))
+                res = xp.matmul(xp.reshape(cols, (m * p, c * kk)),
+                                xp.reshape(w, (o, cg * kk)).T)  # [m*p, o]
+                res = xp.transpose(xp.reshape(res, (m, p, o)), (0, 2, 1))
             else:
-                cols = xp.transpose(xp.reshape(cols, (m, p, groups, cg * kk)), (0, 2, 1, 3))
+                cols = xp.transpose(xp.reshape(cols, (m * p, groups, cg * kk)), (1, 0, 2))
                 wt = xp.transpose(xp.reshape(w, (groups, og, cg * kk)), (0, 2, 1))
-                res = xp.transpose(xp.matmul(cols, wt), (0, 1, 3, 2))  # [m, g, og, p]
+                res = xp.reshape(xp.matmul(cols, wt), (groups, m, p, og))  # [g, m*p, og]
+                res = xp.transpose(res, (1, 0, 3, 2))  # [m, g, og, p]
             out[a:b] = xp.reshape(res, (m, o) + spatial)
     return out
 
 
-def _scatter_conv(xp, x, w, out_shape, padding, lhs_dilation, rhs_dilation, groups):
+def _scatter_conv(xp, x, w, out_shape, padding, lhs_dilation, rhs_dilation, groups,
+                  each=_serial):
     """A unit-stride convolution of the ``lhs_dilation``-dilated ``x`` without forming it.
 
     Input element ``x[i]`` sits at ``lo + i * D`` of the dilated, padded input, so kernel
@@ -220,28 +300,44 @@ def _scatter_conv(xp, x, w, out_shape, padding, lhs_dilation, rhs_dilation, grou
             plans.append((k, tuple(src), tuple(dst)))
     for a, b in _chunks(n, o * kk * pi * x.dtype.itemsize):
         m = b - a
-        prod = xp.matmul(wk, xp.reshape(x[a:b], (m, groups, cg, pi)))  # [m, g, og*kk, pi]
+        prod = _scratch(xp, (m, groups, og * kk, pi), x.dtype, "cols")
+        xp.matmul(wk, xp.reshape(x[a:b], (m, groups, cg, pi)), out=prod)
         prod = xp.reshape(prod, (m, o) + tuple(kernel) + tuple(in_sizes))
         target = out[a:b]
-        for k, src, dst in plans:
-            target[(slice(None), slice(None)) + dst] += prod[(slice(None), slice(None)) + k + src]
+
+        def scatter(rows, chans):
+            for k, src, dst in plans:
+                target[(rows, chans) + dst] += prod[(rows, chans) + k + src]
+
+        each(scatter, m, o, prod.size)
     return out
 
 
-@conv_general_dilated_p.def_impl
 def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-               feature_group_count):
+               feature_group_count, each=_serial):
     out_shape = (lhs.shape[0], rhs.shape[0]) + out_spatial(
         lhs.shape[2:], rhs.shape[2:], window_strides, padding, lhs_dilation, rhs_dilation)
     if lhs.size == 0 or rhs.size == 0 or math.prod(out_shape) == 0:
         return xp.zeros(out_shape, dtype=lhs.dtype)
-    if any(d > 1 for d in lhs_dilation):
-        if all(s == 1 for s in window_strides):
-            return _scatter_conv(xp, lhs, rhs, out_shape, padding, lhs_dilation, rhs_dilation,
-                                 feature_group_count)
+    dilated = any(d > 1 for d in lhs_dilation)
+    if all(s == 1 for s in window_strides) and math.prod(rhs.shape[2:]) <= math.prod(
+            out_shape[2:]) and (dilated or rhs.shape[0] * math.prod(lhs.shape[2:])
+                                < lhs.shape[1] * math.prod(out_shape[2:])):
+        # Unit strides and a small kernel: scatter when it never multiplies the dilation's
+        # zeros, or when its products (output channels x input positions) are fewer than
+        # the gathered columns (input channels x output positions).
+        return _scatter_conv(xp, lhs, rhs, out_shape, padding, lhs_dilation, rhs_dilation,
+                             feature_group_count, each)
+    if dilated:
         lhs = _lhs_dilated(xp, lhs, lhs_dilation)
     return _gather_conv(xp, _padded(xp, lhs, padding), rhs, out_shape, window_strides,
-                        rhs_dilation, feature_group_count)
+                        rhs_dilation, feature_group_count, each)
+
+
+conv_general_dilated_p.def_impl(_conv_impl)
+# On the CPU the window copies and scatter-adds run on a thread pool (the generic rule
+# serves CuPy, whose kernels are asynchronous and parallel already).
+conv_general_dilated_p.def_impl(functools.partial(_conv_impl, each=_threaded), backend="cpu")
 
 
 # -- reverse mode ----------------------------------------------------------------------------
