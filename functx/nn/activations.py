@@ -61,8 +61,7 @@ def relu(input: Any, inplace: bool = False) -> Any:
     Example:
         >>> fnn.relu(np.array([-1.0, 2.0]))   # [0., 2.]
     """
-    x = array(input)
-    return fnp.where(fnp.greater(x, 0), x, fnp.zeros_like(x))
+    return _fused.relu(array(input))
 
 
 def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0,

@@ -478,3 +478,33 @@ def gelu(x: Any, *, approximate: str = "none") -> Any:
 def gelu_grad(x: Any, g: Any, *, approximate: str = "none") -> Any:
     """``g * gelu'(x)``: the cotangent of gelu's input (see the module docstring)."""
     return bind(gelu_grad_p, x, g, approximate=str(approximate))
+
+
+# -- relu --------------------------------------------------------------------------------------
+# ``where(x > 0, x, 0)`` costs a select (slow with random masks on NumPy) and a VJP that
+# builds both branches; ``maximum(x, 0)`` splits the gradient at 0. This one kernel has
+# PyTorch's semantics: NaN stays NaN, -inf gives 0, and the derivative is ``x > 0``.
+
+def _relu_aval(x: AbstractArray) -> AbstractArray:
+    if not (np.dtype(x.dtype).kind in "iuf" or x.dtype.name == "bfloat16"):
+        raise DTypeError(f"relu needs an integer or real floating-point operand but got {x}.")
+    return x
+
+
+def _relu_mask(x: Any) -> Any:
+    """``1`` where ``x > 0``, else ``0``, in ``x``'s dtype (the derivative of relu)."""
+    return _ew.convert_element_type(_ew.gt(x, _ew.scalar(x, 0)), new_dtype=np.dtype(x.dtype))
+
+
+relu_p = Primitive("relu")
+relu_p.def_abstract_eval(_relu_aval)
+relu_p.def_impl(lambda xp, x: xp.maximum(x, x.dtype.type(0)))
+relu_p.def_vjp(lambda ct, ins, out: (_ew.mul(ct, _relu_mask(out)),), save_output=True)
+relu_p.def_jvp(lambda tangents, primals, out: None if tangents[0] is None
+               else _ew.mul(tangents[0], _relu_mask(out)))
+relu_p.def_batch(unary_batch(relu_p))
+
+
+def relu(x: Any) -> Any:
+    """``max(x, 0)`` elementwise (NaN stays NaN); the derivative is 1 where ``x > 0``, else 0."""
+    return bind(relu_p, x)

@@ -130,3 +130,6 @@ for _approx in ("none", "tanh"):
             _approx), _gelu_grad_ref(_approx), _two(), diff_argnums=(0, 1), rtol=1e-11,
             atol=1e-12, label=_approx),
     ]
+SPECS.append(PrimSpec("relu", fused.relu, lambda x: np.maximum(x, 0.0),
+                      shapes().flatmap(lambda s: st.tuples(array(s, away_from=(0.0,)))),
+                      smooth=False))
