@@ -13,8 +13,10 @@ Workloads (float64):
 3. ``hvp``: a Hessian-vector product of the same log-sum-exp (``jvp`` of ``grad``);
 4. ``jvp_cost``: one ``jvp`` of a 784-256-256-10 tanh MLP (batch 128) over one plain forward
    evaluation (target: at most 3x);
-5. ``per_example``: per-example gradients of the MLP's squared loss (batch 128) by
-   ``vmap(grad)``, by a Python loop of ``grad``, and one batched ``grad`` of the summed loss.
+5. ``per_example``: per-example gradients of a squared loss (batch 128) by ``vmap(grad)``,
+   by a Python loop of ``grad``, and one batched ``grad`` of the summed loss, for a small
+   32-64-64-10 MLP (overhead-bound: what vmap is for) and the 784-256-256-10 one (bound by
+   writing 128 x 270k per-example gradient entries, whatever the method).
 
 Usage: ``python benchmarks/bench_transforms.py [--quick] [--only NAME] [--no-peers]``
 """
@@ -206,9 +208,13 @@ def workload_jvp_cost(peers: bool, reps: int) -> list[str]:
 
 
 def workload_per_example(peers: bool, reps: int) -> list[str]:
+    return [_per_example(peers, reps, sizes) for sizes in ((32, 64, 64, 10), (784, 256, 256, 10))]
+
+
+def _per_example(peers: bool, reps: int, sizes: tuple) -> str:
     r = np.random.default_rng(3)
-    params = _mlp_params(r, (784, 256, 256, 10))
-    X, Y = r.normal(size=(128, 784)), r.normal(size=(128, 10))
+    params = _mlp_params(r, sizes)
+    X, Y = r.normal(size=(128, sizes[0])), r.normal(size=(128, sizes[-1]))
 
     def loss(p, x, y):
         return fnp.sum((_mlp(p, x, fnp) - y) ** 2)
@@ -256,8 +262,9 @@ def workload_per_example(peers: bool, reps: int) -> list[str]:
         vgt = tf.vmap(tf.grad(lt), in_dims=(None, 0, 0))
         _check("torch.func", vgt(pt, Xt, Yt)["w0"].numpy(), ref["w0"])
         steps["torch.func vmap(grad)"] = lambda: vgt(pt, Xt, Yt)
-    return [_table("Per-example gradients, 784-256-256-10 MLP, batch 128",
-                   measure(steps, reps, 1, block=2), "functx vmap(grad)")]
+    name = "-".join(map(str, sizes))
+    return _table(f"Per-example gradients, {name} tanh MLP, batch 128",
+                  measure(steps, reps, 1, block=2), "functx vmap(grad)")
 
 
 WORKLOADS = {"hessian": workload_hessian, "jacobians": workload_jacobians,

@@ -7,6 +7,7 @@ free axes, each in their original order. Both operands need one dtype.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ from functx.registry import Primitive
 from functx.tracing import bind
 
 _MATMUL = (((1,), (0,)), ((), ()))
+_IDENTITY = [tuple(range(n)) for n in range(33)]  # the identity permutation of each rank
 
 
 def _free_axes(ndim: int, contract: Sequence[int], batch: Sequence[int]) -> tuple[int, ...]:
@@ -68,10 +70,12 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
     # General case: x as (batch, free, contract), y as (batch, contract, free), then one
     # batched matmul on 3-D views (reshape copies only where the layout needs it).
     xf, yf = _free_axes(x.ndim, xc, xb), _free_axes(y.ndim, yc, yb)
-    size = lambda a, axes: int(np.prod([a.shape[i] for i in axes], dtype=np.int64))
-    b, m, k, n = size(x, xb), size(x, xf), size(x, xc), size(y, yf)
-    x3 = xp.reshape(xp.transpose(x, xb + xf + xc), (b, m, k))
-    y3 = xp.reshape(xp.transpose(y, yb + yc + yf), (b, k, n))
+    xs, ys = x.shape, y.shape
+    b, m = math.prod([xs[i] for i in xb]), math.prod([xs[i] for i in xf])
+    k, n = math.prod([xs[i] for i in xc]), math.prod([ys[i] for i in yf])
+    x_perm, y_perm = xb + xf + xc, yb + yc + yf
+    x3 = xp.reshape(x if x_perm == _IDENTITY[x.ndim] else xp.transpose(x, x_perm), (b, m, k))
+    y3 = xp.reshape(y if y_perm == _IDENTITY[y.ndim] else xp.transpose(y, y_perm), (b, k, n))
     out_shape = (tuple(x.shape[i] for i in xb) + tuple(x.shape[i] for i in xf)
                  + tuple(y.shape[i] for i in yf))
     if k == 1 and b > 1:
