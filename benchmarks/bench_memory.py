@@ -395,24 +395,23 @@ def run_memory_case(system: str, config: str, L: int, ref_dir: str) -> dict:
     res["rel_err"] = float(np.max(np.abs(grads.astype(np.float64) - ref))
                            / np.max(np.abs(ref)))
     del grads, ref
-    res["step_rss"], _ = rss_growth(sysobj.train_step)
+    res["step_rss"] = rss_growth(sysobj.train_step)[0]
     if system == "jax":
         sysobj.input_step()  # compilation
-    res["act_rss"], _ = rss_growth(sysobj.input_step)
+    res["act_rss"] = rss_growth(sysobj.input_step)[0]
     if system == "jax":
         res["kept_rss"] = None
     else:
-        res["kept_rss"], kept = rss_growth(sysobj.forward_kept)
-        del kept
+        res["kept_rss"] = rss_growth(sysobj.forward_kept)[0]
     if sysobj.numpy_based:
-        res["step_tm"], _ = traced_peak(sysobj.train_step)
-        res["act_tm"], _ = traced_peak(sysobj.input_step)
+        res["step_tm"] = traced_peak(sysobj.train_step)[0]
+        res["act_tm"] = traced_peak(sysobj.input_step)[0]
         gc.collect()
         tracemalloc.start()
-        kept = sysobj.forward_kept()
+        held = [sysobj.forward_kept()]  # alive while measured
         res["kept_tm"] = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
-        del kept
+        held.clear()
     return res
 
 
@@ -429,15 +428,46 @@ def run_timing(system: str, L: int, configs: tuple, repeats: int) -> dict:
             t0 = time.perf_counter()
             objs[c].train_step()
             times[c].append(time.perf_counter() - t0)
-    return {"system": system, "L": L, "times": times}
+    out = {"system": system, "L": L, "times": times}
+    if system == "functx":
+        out["matmuls"] = count_matmuls(objs)
+    return out
+
+
+def count_matmuls(objs: dict) -> str:
+    """The number of matrix products one training step runs, per configuration (counted by
+    wrapping dot_general's implementation): a deterministic measure of recomputation."""
+    from functx.primitives.linalg import dot_general_p
+
+    rule = dot_general_p.impls["generic"]
+    calls = [0]
+
+    def counting(xp: Any, *args: Any, **params: Any) -> Any:
+        calls[0] += 1
+        return rule(xp, *args, **params)
+
+    counts = {}
+    dot_general_p.def_impl(counting)
+    try:
+        for c, o in objs.items():
+            calls[0] = 0
+            o.train_step()
+            counts[c] = calls[0]
+    finally:
+        dot_general_p.def_impl(rule)
+    return ", ".join(f"{c}: {n} matrix products ({n / counts['none']:.2f}x)"
+                     for c, n in counts.items())
 
 
 # ------------------------------------------------------------------------------------------
 # The driver
 
 
-def spawn(args: list[str]) -> dict:
-    env = dict(os.environ, **MALLOC_ENV)
+def spawn(args: list[str], fixed_malloc: bool) -> dict:
+    """Run this script on one case in a fresh process (glibc's thresholds fixed for the
+    memory cases only: it makes every array allocation a fresh mapping, which costs time)."""
+    env = dict(os.environ, **MALLOC_ENV) if fixed_malloc else dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
                           env=env)
     if proc.returncode != 0:
@@ -497,12 +527,13 @@ def main() -> None:
         cases.sort(key=lambda t: (t[2], t[0] != "functx" or t[1] != "none"))
         for system, config, L in cases:
             log(f"memory: {system} {config} L={L}")
-            results[(system, config, L)] = spawn(["--case",
-                                                  json.dumps([system, config, L, ref_dir])])
+            results[(system, config, L)] = spawn(
+                ["--case", json.dumps([system, config, L, ref_dir])], fixed_malloc=True)
     timings = {}
     for s in systems:
         log(f"timing: {s} L={main_L}")
-        timings[s] = spawn(["--timing", json.dumps([s, main_L, SYSTEM_CONFIGS[s], repeats])])
+        timings[s] = spawn(["--timing", json.dumps([s, main_L, SYSTEM_CONFIGS[s], repeats])],
+                           fixed_malloc=False)
 
     mods = {name: __import__(name) for name in systems[1:] if name != "jax"}
     print("# Memory benchmark: gradient checkpointing\n")
@@ -518,18 +549,20 @@ def main() -> None:
     print("Memory in MB (2^20 bytes): tracemalloc, with the resident-set growth in "
           "parentheses; PyTorch and JAX: resident-set growth only.\n")
     print("| system | configuration | activation peak | kept after forward | step peak "
-          "| step time (s) | ÷ no checkpoint | gradients vs functx |")
+          "| step time (s), median (min) | ÷ no checkpoint, median (min) "
+          "| gradients vs functx |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for s in systems:
         t = timings[s]["times"]
-        base = statistics.median(t["none"])
+        base, base_min = statistics.median(t["none"]), min(t["none"])
         for c in SYSTEM_CONFIGS[s]:
             r = results[(s, c, main_L)]
-            med = statistics.median(t[c])
+            med, low = statistics.median(t[c]), min(t[c])
             print(f"| {s} | {config_label(c, main_L)} | {memory_cell(r, 'act')} "
-                  f"| {memory_cell(r, 'kept')} | {memory_cell(r, 'step')} | {med:.2f} "
-                  f"| {med / base:.2f} | {grad_cell(r)} |")
-    print(f"\n#### Scaling with depth (functx)\n")
+                  f"| {memory_cell(r, 'kept')} | {memory_cell(r, 'step')} "
+                  f"| {med:.2f} ({low:.2f}) | {med / base:.2f} ({low / base_min:.2f}) "
+                  f"| {grad_cell(r)} |")
+    print("\n#### Scaling with depth (functx)\n")
     print("| L | configuration | activation peak | kept after forward | step peak "
           "| gradients |")
     print("|---:|---|---:|---:|---:|---|")
@@ -552,8 +585,11 @@ def main() -> None:
           f"(sqrt(2) = 1.41; without checkpoint: {growth_none})")
     t = timings["functx"]["times"]
     tr = statistics.median(t["block"]) / statistics.median(t["none"])
+    tr_min = min(t["block"]) / min(t["none"])
     print(f"- full recomputation (checkpoint per block), step time ÷ no checkpoint: {tr:.2f} "
-          f"(target ≤ {TARGET_TIME}): {'met' if tr <= TARGET_TIME else 'MISSED'}")
+          f"by medians, {tr_min:.2f} by minima (target ≤ {TARGET_TIME}): "
+          f"{'met' if max(tr, tr_min) <= TARGET_TIME else 'MISSED'}")
+    print(f"  (per step: {timings['functx']['matmuls']})")
     same = all(r["bit_identical"] for k, r in results.items() if k[0] == "functx")
     print(f"- functx gradients bit-identical to no checkpoint in every configuration: "
           f"{'yes' if same else 'NO'}")

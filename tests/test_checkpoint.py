@@ -30,6 +30,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import functx as fx
+import functx.nn as fnn
 import functx.numpy as fnp
 import functx.random as fxr
 from functx import checkpoint_policies as cp
@@ -306,16 +307,10 @@ def test_custom_vjp_inside_checkpoint() -> None:
                                                                   policy=policy)), want)
 
 
-# -- dropout: recomputation draws the same mask -------------------------------------------------
-
-def dropout(key: Any, x: Any, rate: float) -> Any:
-    """Inverted dropout from functx.random: the mask depends only on the key."""
-    keep = fxr.bernoulli(key, 1.0 - rate, x.shape)
-    return fnp.where(keep, x / (1.0 - rate), 0.0)
-
+# -- dropout (functx.nn.dropout, key-based): recomputation draws the same mask ------------------
 
 def dropout_block(p: dict, key: Any, x: Any) -> Any:
-    h = dropout(key, fnp.tanh(x @ p["w"]), 0.5)
+    h = fnn.dropout(key, fnp.tanh(x @ p["w"]), 0.5)
     return x + fnp.sin(h) @ p["v"]
 
 
@@ -340,7 +335,7 @@ def test_dropout_inside_checkpoint(policy: Callable, prob: tuple) -> None:
 
     def loss_fixed_masks(params: list, x: Any) -> Any:
         for p, k in zip(params, keys):
-            keep = np.asarray(fxr.bernoulli(k, 0.5, (x.shape[0], p["w"].shape[1])))
+            keep = np.asarray(fxr.bernoulli(k, np.float64(0.5), (x.shape[0], p["w"].shape[1])))
             h = fnp.where(keep, fnp.tanh(x @ p["w"]) / 0.5, 0.0)
             x = x + fnp.sin(h) @ p["v"]
         return fnp.sum(x * x)
