@@ -99,13 +99,15 @@ def _classify(e: Any) -> tuple[str, Any]:
         return "int", int(e)
     if isinstance(e, (list, tuple)) and _holds_tracer(e):
         e = asarray(e)
-    if is_tracer(e):
+    if is_tracer(e) or (_on_device(e) and np.dtype(e.dtype).kind in "iu"):
+        # Integer index arrays on a device (CuPy) are used where they are, as traced ones
+        # are (clamped, not checked): no copy to the host and no synchronisation.
         if e.dtype == np.bool_:
             return _classify(concrete_value(
                 e, "Indexing with a boolean mask", "the number of True entries decides the "
                 "shape of the result; use functx.numpy.where(mask, x, 0) to keep the shape"))
         if e.dtype.kind not in "iu":
-            raise IndexError(f"{_BAD_INDEX}; got a traced {e.aval} index.")
+            raise IndexError(f"{_BAD_INDEX}; got a traced {abstractify(e)} index.")
         return ("tarr", e) if e.shape else ("tint", e)
     arr = np.asarray(e) if isinstance(e, (list, tuple)) else to_host(e)
     if arr.size == 0 and arr.dtype.kind == "f" and isinstance(e, (list, tuple)):
