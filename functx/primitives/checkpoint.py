@@ -228,7 +228,7 @@ def _reads(eqn: Any, computed: bool, relevant: bool) -> list:
 def _checkpoint_vjp(cts: list, ins: tuple, out: list, *, trace: Trace, n_res: int,
                     policy: Callable, prevent_cse: bool, name: str,
                     needs: Sequence[bool] | None = None) -> tuple:
-    from functx.transforms.grad import backward_pass
+    from functx.transforms.grad import backward_pass, vjp_record
 
     eqns = trace.eqns
     n = len(eqns)
@@ -287,28 +287,13 @@ def _checkpoint_vjp(cts: list, ins: tuple, out: list, *, trace: Trace, n_res: in
                         env.setdefault(v, x)
                 else:
                     env.setdefault(e.outputs[0], vals)
-            records.append(_record(e, env, active) if relevant[k] else _empty_record(e))
+            records.append(vjp_record(e, env, active.__contains__) if relevant[k]
+                           else _empty_record(e))
             for v in dying[k]:
                 env.pop(v, None)
     env.clear()
     in_cts = backward_pass(trace, records, cts, consume=True)
     return tuple(c if need_ct else None for c, need_ct in zip(in_cts, needs))
-
-
-def _record(e: Any, env: dict, active: set) -> tuple:
-    """The VJP record of ``e`` (see ``functx.tracing.VjpRecord``) from the values in env."""
-    prim = e.prim
-    ins = [a.aval for a in e.inputs]
-    if prim.vjp is not None:
-        for i in prim.saved_input_indices(len(e.inputs)):
-            a = e.inputs[i]
-            ins[i] = a.value if type(a) is Literal else env[a]
-    if prim.save_output:
-        res = [env[v] for v in e.outputs]
-    else:
-        res = [v.aval for v in e.outputs]
-    targets = tuple(a if type(a) is Var and a in active else None for a in e.inputs)
-    return tuple(ins), res if prim.multiple_results else res[0], targets
 
 
 def _empty_record(e: Any) -> tuple:

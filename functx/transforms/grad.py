@@ -80,30 +80,31 @@ def _reaches(trace: Trace, eqn_index: int) -> bool:
     return any(type(a) is Var and a in live for a in trace.eqns[eqn_index].inputs)
 
 
+def vjp_record(eqn: Any, env: dict, receives: Callable[[Var], bool]) -> tuple:
+    """The VJP record (see ``functx.tracing.VjpRecord``) of one equation, from ``env``, a dict
+    holding at least the values of the variables its VJP rule declared it reads.
+    ``receives(var)`` says whether an input variable gets a cotangent."""
+    prim = eqn.prim
+    ins = [a.aval for a in eqn.inputs]
+    if prim.vjp is not None:
+        for i in prim.saved_input_indices(len(eqn.inputs)):
+            a = eqn.inputs[i]
+            ins[i] = a.value if type(a) is Literal else env[a]
+    out = [env[v] for v in eqn.outputs] if prim.save_output else [v.aval for v in eqn.outputs]
+    targets = tuple(a if type(a) is Var and receives(a) else None for a in eqn.inputs)
+    return tuple(ins), out if prim.multiple_results else out[0], targets
+
+
 def vjp_records(trace: Trace, env: dict) -> list:
-    """The VJP records (see ``functx.tracing.VjpRecord``) of ``trace`` from ``env``, a dict
-    holding at least the values of the variables VJP rules declared they read.
+    """The VJP records of ``trace``'s equations from ``env`` (see :func:`vjp_record`); every
+    floating-point variable but the constants receives a cotangent.
 
     ``grad``'s concrete tracing builds these as it goes; this serves traces evaluated some
     other way.
     """
     consts = set(trace.const_vars)
-    records = []
-    for e in trace.eqns:
-        prim = e.prim
-        ins = [a.aval for a in e.inputs]
-        if prim.vjp is not None:
-            for i in prim.saved_input_indices(len(e.inputs)):
-                a = e.inputs[i]
-                ins[i] = a.value if type(a) is Literal else env[a]
-        if prim.save_output:
-            out = [env[v] for v in e.outputs]
-        else:
-            out = [v.aval for v in e.outputs]
-        targets = tuple(a if type(a) is Var and a not in consts and _is_float(a.aval) else None
-                        for a in e.inputs)
-        records.append((tuple(ins), out if prim.multiple_results else out[0], targets))
-    return records
+    return [vjp_record(e, env, lambda a: a not in consts and _is_float(a.aval))
+            for e in trace.eqns]
 
 
 def _call_vjp(eqn: Any, ct: Any, ins: tuple, out: Any, targets: tuple) -> tuple:
