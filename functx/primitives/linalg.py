@@ -78,7 +78,11 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
     y3 = xp.reshape(y if y_perm == _IDENTITY[y.ndim] else xp.transpose(y, y_perm), (b, k, n))
     out_shape = (tuple(x.shape[i] for i in xb) + tuple(x.shape[i] for i in xf)
                  + tuple(y.shape[i] for i in yf))
-    if k == 1 and b > 1:
+    if b == 1:
+        # No batch: a 2-D product, which BLAS takes on transposed views (NumPy's stacked
+        # matmul falls back to a slow loop for non-contiguous operands).
+        return xp.reshape(xp.matmul(x3[0], y3[0]), out_shape)
+    if k == 1:
         # Batched outer products (per-example weight gradients under vmap): a broadcast
         # multiply, far faster than a stack of rank-1 matrix products.
         return xp.reshape(xp.multiply(x3, xp.reshape(y3, (b, 1, n))), out_shape)
