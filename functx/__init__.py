@@ -7,7 +7,7 @@ Example:
 """
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
 from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
-from functx import tree
+from functx import checkpoint_policies, nn, random, tree
 from functx.backends import (
     Backend,
     Device,
@@ -34,34 +34,39 @@ from functx.errors import (
     TracerLeakError,
 )
 from functx.ir import AbstractArray, Eqn, Literal, ShapeDtype, Trace, Var, typecheck
+from functx.primitives.checkpoint import checkpoint_name, is_recomputing
 from functx.primitives.misc import stop_gradient
 from functx.registry import REGISTRY as registry
 from functx.registry import Primitive
 from functx.tracing import Tracer, bind, eval_shape, make_trace
+from functx.transforms.checkpoint import (checkpoint, checkpoint_sequential,
+                                          print_saved_residuals, remat, saved_residuals)
 from functx.transforms.custom import custom_jvp, custom_vjp
 from functx.transforms.grad import grad, value_and_grad, vjp
+from functx.transforms.interpret import eval_trace
 from functx.transforms.jacobian import hessian, jacfwd, jacrev
 from functx.transforms.jvp import jvp, linearize
 from functx.transforms.vmap import vmap
-from functx.transforms.interpret import eval_trace
-from functx import checkpoint_policies
-from functx import nn
-from functx import random
-from functx.primitives.checkpoint import checkpoint_name, is_recomputing
-from functx.transforms.checkpoint import (checkpoint, checkpoint_sequential,
-                                          print_saved_residuals, remat, saved_residuals)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "checkpoint", "checkpoint_name", "checkpoint_policies", "checkpoint_sequential",
-    "is_recomputing", "print_saved_residuals", "remat", "saved_residuals",
-    "AbstractArray", "Backend", "ConcretizationError", "DTypeError", "Device", "DeviceError",
-    "Eqn", "default_device", "device_of", "device_put", "devices", "from_dlpack",
-    "get_default_device", "memory_stats", "reset_peak_memory_stats", "to_numpy",
-    "FunctxError", "GradError", "Literal", "MissingRuleError", "Primitive", "ShapeDtype",
-    "ShapeError", "Trace", "Tracer", "TracerLeakError", "Var", "backends", "bind",
-    "custom_jvp", "custom_vjp", "eval_shape", "eval_trace", "get_backend", "grad", "hessian",
-    "jacfwd", "jacrev", "jvp", "linearize", "make_trace", "nn", "random", "registry",
-    "stop_gradient", "tree", "typecheck", "value_and_grad", "vjp", "vmap",
+    # transforms
+    "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian",
+    "vmap", "custom_vjp", "custom_jvp", "stop_gradient",
+    # memory
+    "checkpoint", "remat", "checkpoint_sequential", "checkpoint_name", "checkpoint_policies",
+    "is_recomputing", "print_saved_residuals", "saved_residuals",
+    # devices
+    "Backend", "Device", "backends", "get_backend", "devices", "device_put", "device_of",
+    "default_device", "get_default_device", "to_numpy", "from_dlpack", "memory_stats",
+    "reset_peak_memory_stats",
+    # traces, primitives and the registry
+    "make_trace", "eval_shape", "eval_trace", "bind", "Primitive", "registry", "typecheck",
+    "Trace", "Eqn", "Var", "Literal", "Tracer", "AbstractArray", "ShapeDtype",
+    # modules
+    "nn", "random", "tree",
+    # errors
+    "FunctxError", "ShapeError", "DTypeError", "ConcretizationError", "TracerLeakError",
+    "MissingRuleError", "DeviceError", "GradError",
 ]
