@@ -21,7 +21,7 @@ from functx.backends import inputs_device_scope
 from functx.errors import FunctxError, ShapeError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
-from functx.primitives._batching import moveaxis, to_axis
+from functx.primitives._batching import to_axis
 from functx.registry import Primitive
 from functx.tracing import _check_leaf, attach_source, bind, trace_flat, user_source
 import functx.tracing as _tracing
@@ -319,4 +319,4 @@ def _take(x: Any, d: int, b: int) -> Any:
     return _shape.squeeze(_shape.slice(x, tuple(start), tuple(limit), (1,) * len(shape)), (d,))
 
 
-__all__ = ["vmap", "batch_trace", "VmapError", "moveaxis"]
+__all__ = ["vmap", "batch_trace", "VmapError"]
