@@ -24,6 +24,7 @@ from functx.backends import (
     to_numpy,
 )
 from functx.errors import (
+    ArgumentError,
     ConcretizationError,
     DeviceError,
     DTypeError,
@@ -32,6 +33,7 @@ from functx.errors import (
     MissingRuleError,
     ShapeError,
     TracerLeakError,
+    VmapError,
 )
 from functx.ir import AbstractArray, Eqn, Literal, ShapeDtype, Trace, Var, typecheck
 from functx.primitives.checkpoint import checkpoint_name, is_recomputing
@@ -68,5 +70,5 @@ __all__ = [
     "nn", "random", "tree",
     # errors
     "FunctxError", "ShapeError", "DTypeError", "ConcretizationError", "TracerLeakError",
-    "MissingRuleError", "DeviceError", "GradError",
+    "MissingRuleError", "DeviceError", "GradError", "VmapError", "ArgumentError",
 ]

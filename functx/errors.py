@@ -55,3 +55,16 @@ class DeviceError(FunctxError, ValueError):
 
 class GradError(FunctxError, TypeError):
     """``grad``/``vjp`` was asked for something it cannot differentiate."""
+
+
+class VmapError(ShapeError):
+    """A ``vmap`` specification does not fit the arguments (axes, sizes, structure)."""
+
+
+class ArgumentError(FunctxError, ValueError):
+    """An argument of a ``functx.nn`` function has a value it does not accept.
+
+    For example an unknown ``reduction`` or ``mode``, a negative probability, or a class
+    index out of range. It is a ``ValueError`` too, so code written for PyTorch's
+    ``ValueError``/``RuntimeError`` checks can catch it as ``ValueError``.
+    """

@@ -10,18 +10,9 @@ from typing import Any, Sequence
 import numpy as np
 
 import functx.numpy as fnp
-from functx.errors import ConcretizationError, DTypeError, FunctxError, ShapeError
+from functx.errors import ArgumentError, ConcretizationError, DTypeError, ShapeError
 from functx.numpy._promotion import is_tracer
 from functx.numpy._shape import to_host
-
-
-class ArgumentError(FunctxError, ValueError):
-    """An argument of a functx.nn function has a value it does not accept.
-
-    For example an unknown ``reduction`` or ``mode``, a negative probability, or a class
-    index out of range. It is a ``ValueError`` too, so code written for PyTorch's
-    ``ValueError``/``RuntimeError`` checks can catch it as ``ValueError``.
-    """
 
 
 def array(x: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from functx import tree
 from functx.backends import inputs_device_scope
-from functx.errors import FunctxError, ShapeError
+from functx.errors import FunctxError, VmapError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
 from functx.primitives._batching import to_axis
@@ -32,10 +32,6 @@ AxisSpec = Any  # an int, None, or a pytree of them (a prefix of the arguments)
 
 def _is_none(x: Any) -> bool:
     return x is None
-
-
-class VmapError(ShapeError):
-    """A vmap specification does not fit the arguments (axes, sizes, structure)."""
 
 
 def vmap(f: Callable, in_axes: AxisSpec = 0, out_axes: AxisSpec = 0,
