@@ -250,6 +250,10 @@ def _per_example(peers: bool, reps: int, sizes: tuple) -> str:
         "functx loop of grad": lambda: [fx.grad(loss)(params, X[i], Y[i]) for i in range(128)],
         "functx grad of summed loss": lambda: fx.grad(total)(params, X, Y),
     }
+    jper, jtotal = fx.jit(per), fx.jit(fx.grad(total))
+    _check("jit", jper(params, X, Y)["w0"], ref["w0"])
+    steps["functx jit(vmap(grad))"] = lambda: jper(params, X, Y)
+    steps["functx jit(grad) of summed loss"] = lambda: jtotal(params, X, Y)
     if peers and _have("autograd"):
         import autograd
         import autograd.numpy as anp

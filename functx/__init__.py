@@ -47,6 +47,7 @@ from functx.transforms.custom import custom_jvp, custom_vjp
 from functx.transforms.grad import grad, value_and_grad, vjp
 from functx.transforms.interpret import eval_trace
 from functx.transforms.jacobian import hessian, jacfwd, jacrev
+from functx.transforms.jit import jit
 from functx.transforms.jvp import jvp, linearize
 from functx.transforms.vmap import vmap
 
@@ -55,7 +56,7 @@ __version__ = "0.1.0"
 __all__ = [
     # transforms
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian",
-    "vmap", "custom_vjp", "custom_jvp", "stop_gradient",
+    "vmap", "jit", "custom_vjp", "custom_jvp", "stop_gradient",
     # memory
     "checkpoint", "remat", "checkpoint_sequential", "checkpoint_name", "checkpoint_policies",
     "is_recomputing", "print_saved_residuals", "saved_residuals",

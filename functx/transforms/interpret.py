@@ -34,7 +34,25 @@ def last_uses(trace: Trace) -> list[tuple[Var, ...]]:
     return out
 
 
-def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None) -> list:
+def prune(trace: Trace) -> Trace:
+    """``trace`` without the equations whose results neither an output nor a kept equation
+    reads (dead code: e.g. the loss value inside a traced ``grad``). Primitives are pure,
+    so removing them changes nothing else. Inputs and constants are kept as they are."""
+    live = {id(v) for v in trace.outputs if type(v) is Var}
+    kept = []
+    for e in reversed(trace.eqns):
+        if any(id(v) in live for v in e.outputs):
+            kept.append(e)
+            live.update(id(a) for a in e.inputs if type(a) is Var)
+    if len(kept) == len(trace.eqns):
+        return trace
+    kept.reverse()
+    return Trace(trace.in_vars, trace.const_vars, trace.const_values, tuple(kept),
+                 trace.outputs)
+
+
+def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None,
+               dying: Sequence[tuple[Var, ...]] | None = None) -> list:
     """Run ``trace`` on ``args`` (one per input variable) and return the flat outputs.
 
     Values may be arrays or tracers of an enclosing transform: each equation is applied with
@@ -44,6 +62,7 @@ def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None) ->
         trace: the trace to run.
         *args: one value per ``trace.in_vars``.
         consts: values for ``trace.const_vars`` (default: the values recorded in the trace).
+        dying: ``last_uses(trace)``, when the caller has it already (``jit`` keeps it).
 
     Returns:
         The list of output values.
@@ -56,14 +75,14 @@ def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None) ->
                           f"({', '.join(map(str, trace.in_avals))}) but got {len(args)}.")
     env: dict[Var, Any] = dict(zip(trace.in_vars, args))
     env.update(zip(trace.const_vars, trace.const_values if consts is None else consts))
-    for eqn, dying in zip(trace.eqns, last_uses(trace)):
+    for eqn, gone in zip(trace.eqns, last_uses(trace) if dying is None else dying):
         ins = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
         out = bind(eqn.prim, *ins, **eqn.params)
         if eqn.prim.multiple_results:
             env.update(zip(eqn.outputs, out))
         else:
             env[eqn.outputs[0]] = out
-        for v in dying:
+        for v in gone:
             env.pop(v, None)
     outs = [a.value if type(a) is Literal else env[a] for a in trace.outputs]
     # An output that is an input is returned as a read-only view, never the user's array.

@@ -25,7 +25,7 @@ from functx.primitives._batching import to_axis
 from functx.registry import Primitive
 from functx.tracing import _check_leaf, attach_source, bind, trace_flat, user_source
 import functx.tracing as _tracing
-from functx.transforms.interpret import last_uses
+from functx.transforms.interpret import last_uses, prune
 
 AxisSpec = Any  # an int, None, or a pytree of them (a prefix of the arguments)
 
@@ -132,7 +132,7 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
 
     with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
         trace, _ = trace_flat(flat_f, avals, fname)
-    outs, out_dims = batch_trace(trace, leaves, dims, size)
+    outs, out_dims = batch_trace(prune(trace), leaves, dims, size)
     out_tree = out_tree_box[0]
     out_struct = tree.unflatten(out_tree, list(range(len(outs))))
     try:

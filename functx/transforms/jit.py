@@ -1,0 +1,133 @@
+"""``jit``: trace once per argument signature, then replay the trace.
+
+``jit(f)`` traces ``f`` abstractly the first time it sees a signature (the pytree structure
+of the arguments, each leaf's shape, dtype and device, and the values of the static
+arguments), removes the equations whose results nothing uses, and caches the trace. Later
+calls with the same signature skip Python entirely except for one ``bind`` per primitive
+(no tracing, no ``functx.numpy`` argument handling, no promotion): that is where eager
+functx spends its time on small arrays. Calls with tracers (``grad(jit(f))``,
+``vmap(jit(f))``, ``jit`` inside ``jit``) replay the same trace through ``bind``, so ``jit``
+composes with every transform.
+
+What this version does not do yet (DESIGN.md, section 7): optimisation passes beyond dead
+code elimination (common subexpressions, constant folding, algebraic simplification),
+fused elementwise kernels on CUDA and CUDA-graph replay.
+
+As in JAX, the traced function must be pure: Python side effects run once per signature,
+arrays it closes over are captured as constants when it is traced (later changes to a
+global are not seen), and Python control flow on argument values needs ``static_argnums``
+or ``functx.numpy.where``.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from functx import tree
+from functx.backends import device_of, get_default_device, inputs_device_scope
+from functx.errors import FunctxError
+from functx.ir import Trace, abstractify
+from functx.tracing import Tracer, _check_leaf, trace_flat
+from functx.transforms.interpret import eval_trace, last_uses, prune
+
+__all__ = ["jit"]
+
+
+def _as_tuple(x: int | str | Sequence | None) -> tuple:
+    if x is None:
+        return ()
+    return (x,) if isinstance(x, (int, str)) else tuple(x)
+
+
+class _Compiled:
+    """One cached signature: the pruned trace, its liveness plan and the output tree."""
+
+    __slots__ = ("trace", "dying", "out_tree")
+
+    def __init__(self, trace: Trace, out_tree: Any) -> None:
+        self.trace = trace
+        self.dying = last_uses(trace)
+        self.out_tree = out_tree
+
+
+def jit(f: Callable, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = ()) -> Callable:
+    """Cache the trace of ``f`` per argument signature and replay it on later calls.
+
+    Args:
+        f: a pure function of arrays (pytrees of arrays, Python scalars) returning arrays.
+        static_argnums: positions of arguments passed to ``f`` as they are (not traced):
+            Python values that steer control flow, shapes, flags. They must be hashable;
+            each distinct value is a new signature (a new trace).
+        static_argnames: the same for keyword arguments, by name.
+
+    Returns:
+        A function with ``f``'s signature and results. ``.cache_size()`` tells how many
+        signatures are cached and ``.clear_cache()`` empties the cache.
+
+    Raises:
+        FunctxError: a static argument is not hashable, or an argument is not an array.
+        ConcretizationError: ``f`` needs the value of a traced argument (Python control
+            flow on it): make that argument static, or use ``functx.numpy.where``.
+
+    Example:
+        >>> step = fx.jit(fx.grad(loss))
+        >>> g = step(params, x, y)       # traced and cached
+        >>> g = step(params, x2, y2)     # same shapes and dtypes: replayed, no tracing
+    """
+    nums = tuple(int(i) for i in _as_tuple(static_argnums))
+    names = frozenset(_as_tuple(static_argnames))
+    fname = f"jit({getattr(f, '__name__', 'f')})"
+    cache: dict[Any, _Compiled] = {}
+
+    @functools.wraps(f)
+    def jitted(*args: Any, **kwargs: Any) -> Any:
+        n = len(args)
+        static_pos = {i % n for i in nums if -n <= i < n}
+        static = (tuple((i, args[i]) for i in sorted(static_pos)),
+                  tuple(sorted((k, v) for k, v in kwargs.items() if k in names)))
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
+        leaves, in_tree = tree.flatten((dyn_args, dyn_kwargs))
+        leaves = [_check_leaf(x, fname, "an argument") for x in leaves]
+        avals = tuple(abstractify(x) for x in leaves)
+        devices = tuple(None if type(x) is Tracer else device_of(x) for x in leaves)
+        key = (in_tree, avals, devices, static, get_default_device())
+        try:
+            compiled = cache.get(key)
+        except TypeError:
+            raise FunctxError(f"{fname}: a static argument is not hashable ({static!r:.120}). "
+                              "Static arguments are cache keys: pass tuples instead of "
+                              "lists, or make the argument an array (not static).") from None
+        if compiled is None:
+            compiled = _compile(f, fname, args, kwargs, static_pos, in_tree, leaves)
+            if not any(type(c) is Tracer for c in compiled.trace.const_values):
+                cache[key] = compiled  # a trace holding an outer tracer is good once only
+        inputs = [np.asarray(x, dtype=a.dtype) if isinstance(x, (bool, int, float, complex))
+                  else x for x, a in zip(leaves, avals)]
+        outs = eval_trace(compiled.trace, *inputs, dying=compiled.dying)
+        return tree.unflatten(compiled.out_tree, outs)
+
+    jitted.cache_size = lambda: len(cache)  # type: ignore[attr-defined]
+    jitted.clear_cache = cache.clear  # type: ignore[attr-defined]
+    return jitted
+
+
+def _compile(f: Callable, fname: str, args: tuple, kwargs: dict, static_pos: set,
+             in_tree: Any, leaves: list) -> _Compiled:
+    out_tree_box: list = []
+
+    def flat_f(*tracers: Any) -> list:
+        d_args, d_kwargs = tree.unflatten(in_tree, list(tracers))
+        it = iter(d_args)
+        full = [a if i in static_pos else next(it) for i, a in enumerate(args)]
+        out = f(*full, **{**kwargs, **d_kwargs})
+        out_leaves, out_tree = tree.flatten(out)
+        out_tree_box.append(out_tree)
+        return [_check_leaf(x, fname, "the function's output") for x in out_leaves]
+
+    with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
+        trace, _ = trace_flat(flat_f, leaves, fname)
+    return _Compiled(prune(trace), out_tree_box[0])
