@@ -286,6 +286,14 @@ def workload_mlp(sizes: tuple[int, ...], batch: int, peers: dict) -> tuple[dict,
         return g
 
     steps["functx"] = outs["functx"] = fx_step
+    jgrad = fx.jit(grad)
+
+    def fx_jit_step():
+        g = jgrad(*dev)
+        cupy_sync()
+        return g
+
+    steps["functx jit"] = outs["functx jit"] = fx_jit_step
 
     def cp_step():
         g = cupy_mlp_grad(*dev)
