@@ -341,6 +341,14 @@ def test_mlp_gradient_runs_on_the_device_end_to_end() -> None:
     got_h = fx.jvp(lambda q: fx.grad(loss)(q, *to_dev((X, Y))), (to_dev(params),),
                    (to_dev(params),))[1]
     assert_matches(got_h, want_h, "MLP hessian-vector product", 1e-10, 1e-11)
+    # jit: one trace per device (its constants live there), replayed on the device
+    jgrad = fx.jit(fx.vmap(fx.grad(lambda p, x, y: loss(p, x[None], y[None])),
+                           in_axes=(None, 0, 0)))
+    want_j = jgrad(params, X, Y)
+    for _ in range(2):
+        assert_matches(jgrad(*fx.device_put((params, X, Y), DEVICE)), want_j,
+                       "jit(vmap(grad)) of the MLP", 1e-11, 1e-12)
+    assert jgrad.cache_size() == 2
 
 
 def test_random_bits_match_the_cpu() -> None:

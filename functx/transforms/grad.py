@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from functx import tree
-from functx.backends import backend_of
+from functx.backends import backend_of, default_backend
 from functx.errors import GradError, MissingRuleError
 from functx.ir import Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
@@ -25,15 +25,20 @@ from functx.tracing import INEXACT_DTYPES, ConcreteTraceBuilder, Tracer, attach_
 _ONE_LEAF = tree.structure(0)  # the structure of a single array
 
 
-def _zeros(aval: Any, like: Any) -> Any:
-    """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU).
-
-    Tracers are looked through to the value they carry; where that is unknown (abstract
-    tracers) the zeros are a host constant."""
+def _backend_like(like: Any) -> Any:
+    """The backend of ``like`` (tracers looked through); where that is unknown (an abstract
+    tracer, a Python scalar) the default device's, which abstract transforms set to their
+    inputs' device."""
     while type(like) is Tracer:
         like = like._value
     backend = backend_of(like)
-    if backend is None or backend.read_only_outputs:
+    return default_backend() if backend is None else backend
+
+
+def _zeros(aval: Any, like: Any) -> Any:
+    """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU)."""
+    backend = _backend_like(like)
+    if backend.read_only_outputs:
         z = np.zeros(aval.shape, aval.dtype)
         z.flags.writeable = False
         return z
@@ -41,12 +46,9 @@ def _zeros(aval: Any, like: Any) -> Any:
 
 
 def _seed(aval: Any, value: Any) -> Any:
-    """The cotangent 1 of a scalar output, on its device (looking through tracers), so the
-    cotangents the backward pass broadcasts from it live there too."""
-    while type(value) is Tracer:
-        value = value._value
-    backend = backend_of(value)
-    return (np if backend is None else backend.xp).ones((), aval.dtype)
+    """The cotangent 1 of a scalar output, on its device, so the cotangents the backward
+    pass broadcasts from it live there too."""
+    return _backend_like(value).xp.ones((), aval.dtype)
 
 
 def _is_float(aval: Any) -> bool:
