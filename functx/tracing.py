@@ -514,11 +514,13 @@ _AE_CACHE: dict = {}
 
 def _abstract_eval_cached(prim: Primitive, avals: tuple, params: dict) -> tuple:
     """``prim.abstract_eval`` as a tuple of outputs, memoised on (avals, params)."""
-    try:
-        key = (prim, avals, tuple(params.items()))
-        out = _AE_CACHE.get(key)
-    except TypeError:  # an unhashable parameter
-        key, out = None, None
+    key = out = None
+    if prim.cache_abstract_eval:
+        try:
+            key = (prim, avals, tuple(params.items()))
+            out = _AE_CACHE.get(key)
+        except TypeError:  # an unhashable parameter
+            key = None
     if out is None:
         if prim.abstract_eval is None:
             from functx.errors import MissingRuleError

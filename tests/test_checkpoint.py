@@ -675,3 +675,22 @@ def test_policy_reprs_and_trace_printing() -> None:
     assert repr(NAMES_H) == "save_only_these_names('h')"
     text = str(fx.make_trace(fx.checkpoint(fnp.sin, policy=cp.dots_saveable))(np.ones(2)))
     assert "checkpoint[trace=" in text and "policy=dots_saveable" in text and "sin" in text
+
+
+def test_higher_order_primitives_keep_no_shape_cache_entries() -> None:
+    """checkpoint and custom_vjp/custom_jvp calls have fresh params (a sub-trace, a
+    closure) at every call: memoising their shape rule would only keep those alive."""
+    import functx.tracing as tracing
+
+    @fx.custom_vjp
+    def square(x):
+        return x * x
+
+    square.defvjp(lambda x: (x * x, x), lambda x, ct: (2.0 * x * ct,))
+    x = np.linspace(0.1, 1.0, 5)
+    for _ in range(3):
+        f = lambda x: fnp.sum(fx.checkpoint(fnp.sin)(square(x)))  # noqa: E731
+        np.testing.assert_allclose(fx.grad(f)(x), np.cos(x * x) * 2 * x, rtol=1e-14)
+        fx.make_trace(f)(x)
+    higher = {"checkpoint", "custom_vjp_call", "custom_jvp_call"}
+    assert not [k for k in tracing._AE_CACHE if k[0].name in higher]

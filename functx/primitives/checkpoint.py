@@ -189,6 +189,7 @@ def saved_vars(trace: Trace, policy: Callable) -> tuple:
 # checkpoint_p
 
 checkpoint_p = Primitive("checkpoint", multiple_results=True)
+checkpoint_p.cache_abstract_eval = False  # params hold a fresh sub-trace per call
 
 
 @checkpoint_p.def_abstract_eval

@@ -57,7 +57,7 @@ class Primitive:
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
-                 "batch",
+                 "batch", "cache_abstract_eval",
                  "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -81,6 +81,10 @@ class Primitive:
         self.none_cts = False
         self.jvp: Callable | None = None
         self.batch: Callable | None = None
+        # Shape rules are memoised on (input types, params). A higher-order primitive whose
+        # params are fresh objects at every call (a sub-trace, a closure) turns this off:
+        # its entries would never hit again, and would keep their traces' constants alive.
+        self.cache_abstract_eval = True
         self._impl_cache: dict[str, Callable] = {}
         (REGISTRY if registry is None else registry).register(self)
 

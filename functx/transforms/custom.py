@@ -109,6 +109,7 @@ class VjpCall:
 
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
 custom_vjp_call_p.none_cts = True
+custom_vjp_call_p.cache_abstract_eval = False  # params hold a fresh closure per call
 
 
 @custom_vjp_call_p.def_abstract_eval
@@ -324,6 +325,7 @@ class JvpCall:
 
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True)
+custom_jvp_call_p.cache_abstract_eval = False  # params hold a fresh closure per call
 
 
 @custom_jvp_call_p.def_abstract_eval
