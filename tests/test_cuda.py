@@ -15,6 +15,7 @@ fake device instead (a local dry run of this file's logic; CuPy-specific tests s
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -277,6 +278,54 @@ def test_scatter_add_every_dtype(dtype: Any) -> None:
         np.testing.assert_array_equal(got.get(), want)
 
 
+@needs_cupy
+@pytest.mark.parametrize("scratch", [None, 40_000])
+def test_fused_attention_kernels_match_the_cpu(scratch: Any, monkeypatch: Any) -> None:
+    """The attention's GEMMs and row kernels (functx/primitives/attention.py) on rows longer
+    than one pass of a block, with biases read through broadcast, transposed and reversed
+    strides, -inf entries (fully masked rows), causal masks with L < S and L > S, soft-caps
+    and the bias's cotangent; with ``scratch`` bytes the batch is cut into several chunks."""
+    from functx import _cuda_impls
+    from functx.primitives import attention as att
+
+    if scratch is not None:
+        monkeypatch.setattr(_cuda_impls, "_ATTENTION_SCRATCH_BYTES", scratch)
+    rng = np.random.default_rng(5)
+    B, H, E, Ev = 2, 3, 16, 8
+    for L, S in ((37, 300), (40, 7)):
+        q, k, v, ct = (rng.standard_normal((B, H, n, d)) for n, d in
+                       ((L, E), (S, E), (S, Ev), (L, Ev)))
+        masked = np.where(rng.random((B, 1, L, S)) < 0.3, -np.inf, 0.0)
+        masked[0, 0, 3] = -np.inf  # a fully masked row
+        # name: (array, view of it taken on each device)
+        biases = {"none": (None, None), "(L, S)": (rng.standard_normal((L, S)), None),
+                  "(B, 1, 1, S)": (rng.standard_normal((B, 1, 1, S)), None),
+                  "transposed (1, H, L, S)": (rng.standard_normal((1, H, S, L)),
+                                              lambda a: a.swapaxes(-1, -2)),
+                  "reversed (B, H, L, S)": (rng.standard_normal((B, H, L, S)),
+                                            lambda a: a[::-1, :, ::-1]),
+                  "masked": (masked, None)}
+        for (name, (base, view)), causal, cap in itertools.product(
+                biases.items(), (False, True), (None, 2.0)):
+            opts = {"scale": 0.3, "causal": causal, "softcap": cap}
+            what = f"L={L} S={S} bias {name} {opts}"
+            bias = base if view is None else view(base)
+            want = att.dot_product_attention(q, k, v, bias, **opts)
+            want_g = att.dot_product_attention_grad(q, k, v, bias, ct,
+                                                    bias_grad=bias is not None, **opts)
+            assert name != "masked" or not np.any(want[0, :, 3])
+            for dtype, tol in ((np.float64, 1e-10), (np.float32, 2e-4)):
+                q_d, k_d, v_d, ct_d = (xp.asarray(a.astype(dtype)) for a in (q, k, v, ct))
+                b_d = None if base is None else xp.asarray(base.astype(dtype))
+                b_d = b_d if view is None else view(b_d)
+                got = att.dot_product_attention(q_d, k_d, v_d, b_d, **opts)
+                got_g = att.dot_product_attention_grad(q_d, k_d, v_d, b_d, ct_d,
+                                                       bias_grad=bias is not None, **opts)
+                assert_matches(got, want.astype(dtype), f"{what} {dtype.__name__}", tol, tol)
+                assert_matches(got_g, tuple(g.astype(dtype) for g in want_g),
+                               f"{what} {dtype.__name__} gradients", tol, tol)
+
+
 # -- placement, defaults, mixing -----------------------------------------------------------------
 
 def test_devices_and_device_put_round_trip() -> None:
@@ -349,6 +398,9 @@ def test_mlp_gradient_runs_on_the_device_end_to_end() -> None:
         assert_matches(jgrad(*fx.device_put((params, X, Y), DEVICE)), want_j,
                        "jit(vmap(grad)) of the MLP", 1e-11, 1e-12)
     assert jgrad.cache_size() == 2
+    scaled = fx.jit(lambda x, s: fnp.tanh(x * s))
+    assert_matches(scaled(to_dev(X), 0.5), np.tanh(X * 0.5), "jit with a Python scalar",
+                   1e-12, 1e-13)
 
 
 def test_random_bits_match_the_cpu() -> None:

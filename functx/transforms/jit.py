@@ -26,10 +26,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from functx import tree
-from functx.backends import device_of, get_default_device, inputs_device_scope
+import functx.tracing as _tracing
+from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
+                             get_default_device, inputs_device_scope)
 from functx.errors import FunctxError
-from functx.ir import Trace, abstractify
-from functx.tracing import Tracer, _check_leaf, trace_flat
+from functx.ir import Literal, Trace, abstractify
+from functx.tracing import Tracer, _check_leaf, bind, trace_flat
 from functx.transforms.interpret import eval_trace, last_uses, prune
 
 __all__ = ["jit"]
@@ -42,14 +44,97 @@ def _as_tuple(x: int | str | Sequence | None) -> tuple:
 
 
 class _Compiled:
-    """One cached signature: the pruned trace, its liveness plan and the output tree."""
+    """One cached signature: the pruned trace, its liveness plan, the output tree and, per
+    backend, the lean executor's step list (built on first use)."""
 
-    __slots__ = ("trace", "dying", "out_tree")
+    __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers")
 
     def __init__(self, trace: Trace, out_tree: Any) -> None:
         self.trace = trace
         self.dying = last_uses(trace)
         self.out_tree = out_tree
+        self.plans: dict[str, Any] = {}
+        # f closed over a tracer of an enclosing transform: the trace is good for this
+        # call only, and must run through bind
+        self.closes_over_tracers = any(type(c) is Tracer for c in trace.const_values)
+
+    def run(self, inputs: list, backend: Any) -> list:
+        """Run on concrete ``inputs`` that all live on ``backend``:
+        each step calls the primitive's implementation directly (no ``bind``: no tracer
+        check, no backend resolution, no per-op lookups). Falls back to ``eval_trace`` where
+        a constant lives elsewhere (``bind`` then explains the mix)."""
+        plan = self.plans.get(backend.name)
+        if plan is None:
+            plan = self.plans[backend.name] = _plan(self.trace, self.dying, backend)
+        if plan is False:
+            return eval_trace(self.trace, *inputs, dying=self.dying)
+        env, steps, out_slots = plan
+        env = list(env)
+        env[:len(inputs)] = inputs
+        on_cpu = backend is _CPU
+        check = _tracing.CHECK_EAGER
+        for impl, ins, params, outs, free, eqn in steps:
+            args = [env[i] for i in ins]
+            try:
+                out = impl(*args, **params)
+            except Exception:  # let bind raise its explained error (names the user's line)
+                bind(eqn.prim, *args, **params)
+                raise
+            if type(outs) is int:
+                env[outs] = np.asarray(out) if on_cpu and type(out) is not np.ndarray else out
+            else:
+                for k, o in zip(outs, out):
+                    env[k] = np.asarray(o) if on_cpu and type(o) is not np.ndarray else o
+            if check:
+                _check_step(eqn, [env[outs]] if type(outs) is int else [env[k] for k in outs])
+            for k in free:
+                env[k] = None
+        outs = [env[k] for k in out_slots]
+        return [finalize_cpu(o, inputs) for o in outs] if on_cpu else outs
+
+
+def _check_step(eqn: Any, results: list) -> None:
+    """Tests (``CHECK_EAGER``): a step's results have the types its equation was traced with."""
+    for v, r in zip(eqn.outputs, results):
+        if tuple(r.shape) != tuple(v.aval.shape) or r.dtype != v.aval.dtype:
+            raise FunctxError(f"Internal check failed: jit's step {eqn.prim.name} returned "
+                              f"{abstractify(r)} but was traced as {v.aval}.")
+
+
+def _plan(trace: Trace, dying: list, backend: Any) -> tuple | bool:
+    """``(env template, steps, output slots)`` for the lean executor on ``backend``, or
+    False when a constant lives on another backend."""
+    slot: dict[int, int] = {}
+    env: list = []
+
+    def new_slot(var: Any, value: Any = None) -> int:
+        slot[id(var)] = len(env)
+        env.append(value)
+        return len(env) - 1
+
+    for v in trace.in_vars:
+        new_slot(v)
+    for v, c in zip(trace.const_vars, trace.const_values):
+        b = backend_of(c)
+        if b is not None and b is not backend:
+            return False
+        new_slot(v, c)
+
+    def in_slot(a: Any) -> int:
+        if type(a) is Literal:
+            env.append(a.value)
+            return len(env) - 1
+        return slot[id(a)]
+
+    steps = []
+    for eqn, gone in zip(trace.eqns, dying):
+        ins = tuple(in_slot(a) for a in eqn.inputs)
+        outs = tuple(new_slot(v) for v in eqn.outputs)
+        free = tuple(slot[id(v)] for v in gone)
+        steps.append((eqn.prim.impl_for(backend), ins, eqn.params,
+                      outs if eqn.prim.multiple_results else outs[0], free, eqn))
+    out_slots = tuple(in_slot(a) for a in trace.outputs)
+    return env, steps, out_slots
 
 
 def jit(f: Callable, static_argnums: int | Sequence[int] = (),
@@ -103,16 +188,27 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                               "lists, or make the argument an array (not static).") from None
         if compiled is None:
             compiled = _compile(f, fname, args, kwargs, static_pos, in_tree, leaves)
-            if not any(type(c) is Tracer for c in compiled.trace.const_values):
-                cache[key] = compiled  # a trace holding an outer tracer is good once only
-        inputs = [np.asarray(x, dtype=a.dtype) if isinstance(x, (bool, int, float, complex))
-                  else x for x, a in zip(leaves, avals)]
-        outs = eval_trace(compiled.trace, *inputs, dying=compiled.dying)
+            if not compiled.closes_over_tracers:
+                cache[key] = compiled
+        backends_in = {d.platform for d in devices if d is not None}
+        if len(backends_in) <= 1 and not compiled.closes_over_tracers and \
+                not any(type(x) is Tracer for x in leaves):
+            backend = get_backend(backends_in.pop()) if backends_in else _CPU
+            outs = compiled.run(_scalars_as_arrays(leaves, avals, backend.xp), backend)
+        else:  # tracers of an outer transform (or mixed devices): replay through bind
+            outs = eval_trace(compiled.trace, *_scalars_as_arrays(leaves, avals, np),
+                              dying=compiled.dying)
         return tree.unflatten(compiled.out_tree, outs)
 
     jitted.cache_size = lambda: len(cache)  # type: ignore[attr-defined]
     jitted.clear_cache = cache.clear  # type: ignore[attr-defined]
     return jitted
+
+
+def _scalars_as_arrays(leaves: list, avals: tuple, xp: Any) -> list:
+    """Python scalar arguments as 0-d arrays of their traced dtype, in ``xp``."""
+    return [xp.asarray(x, dtype=a.dtype) if isinstance(x, (bool, int, float, complex)) else x
+            for x, a in zip(leaves, avals)]
 
 
 def _compile(f: Callable, fname: str, args: tuple, kwargs: dict, static_pos: set,
