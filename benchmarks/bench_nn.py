@@ -4,8 +4,8 @@ Forward + backward passes (``fx.vjp`` with a fixed random cotangent, or ``fx.gra
 loss; PyTorch ``torch.autograd.grad``), float32:
 
 1. ``attention``: ``scaled_dot_product_attention``, batch 4, 8 heads, sequence 256, head dim
-   64, causal; functx with ``recompute=False`` (keeps the probabilities) and
-   ``recompute=True`` (recomputes them in the backward pass), PyTorch's
+   64, causal; functx with ``recompute=False`` and ``recompute=True`` (both the fused
+   attention primitive, which keeps nothing of the scores' size either way), PyTorch's
    ``F.scaled_dot_product_attention`` and the same attention written out in PyTorch
    operations (``torch (math)``). Gradients with respect to query, key and value.
 2. ``layer_norm``: ``layer_norm`` of a (4096, 1024) input with weight and bias; gradients

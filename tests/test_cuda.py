@@ -279,20 +279,22 @@ def test_scatter_add_every_dtype(dtype: Any) -> None:
 
 
 @needs_cupy
-@pytest.mark.parametrize("scratch", [None, 40_000])
-def test_fused_attention_kernels_match_the_cpu(scratch: Any, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_fused_attention_kernels_match_the_cpu(split: bool, monkeypatch: Any) -> None:
     """The attention's GEMMs and row kernels (functx/primitives/attention.py) on rows longer
     than one pass of a block, with biases read through broadcast, transposed and reversed
     strides, -inf entries (fully masked rows), causal masks with L < S and L > S, soft-caps
-    and the bias's cotangent; with ``scratch`` bytes the batch is cut into several chunks."""
+    and the bias's cotangent; with ``split`` the batch is cut into several chunks and causal
+    queries into row blocks (as for large logits)."""
     from functx import _cuda_impls
     from functx.primitives import attention as att
 
-    if scratch is not None:
-        monkeypatch.setattr(_cuda_impls, "_ATTENTION_SCRATCH_BYTES", scratch)
+    if split:
+        monkeypatch.setattr(_cuda_impls, "_ATTENTION_SCRATCH_BYTES", 40_000)
+        monkeypatch.setattr(_cuda_impls, "_ATTENTION_BLOCK_ABOVE", 0)
     rng = np.random.default_rng(5)
     B, H, E, Ev = 2, 3, 16, 8
-    for L, S in ((37, 300), (40, 7)):
+    for L, S in ((37, 300), (40, 7), (256, 100)):
         q, k, v, ct = (rng.standard_normal((B, H, n, d)) for n, d in
                        ((L, E), (S, E), (S, Ev), (L, Ev)))
         masked = np.where(rng.random((B, 1, L, S)) < 0.3, -np.inf, 0.0)

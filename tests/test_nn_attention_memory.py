@@ -1,6 +1,11 @@
-"""The memory-lean backward pass of functx.nn.scaled_dot_product_attention
-(``recompute=True``): same values and gradients as the default, nothing of the scores' shape
-kept for the backward pass, and a lower peak of memory in a stack of attention layers.
+"""What the backward pass of functx.nn.scaled_dot_product_attention keeps.
+
+Without dropout the attention is one fused primitive (functx/primitives/attention.py) that
+keeps only its inputs for the backward pass, with or without ``recompute``: nothing of the
+scores' shape, and a peak of memory in a stack of attention layers far below that of the
+same attention written out in functx.numpy. With dropout it is a composite, and
+``recompute=True`` (its memory-lean backward pass) gives the same values and gradients as
+the default, keeps nothing of the scores' shape, and lowers the peak of memory.
 """
 from __future__ import annotations
 
@@ -185,33 +190,64 @@ def residuals(opts: dict, recompute: bool) -> list:
     return fx.saved_residuals(loss, _Q, _K, _V)
 
 
+def nbytes(arrays: list) -> int:
+    return sum(a.size * np.dtype(a.dtype).itemsize for a, _ in arrays)
+
+
 @pytest.mark.parametrize("name", list(RESIDUAL_CASES))
-def test_recompute_keeps_nothing_of_the_scores_shape(name: str) -> None:
+def test_nothing_of_the_scores_shape_is_kept_for_the_backward_pass(name: str) -> None:
     opts = RESIDUAL_CASES[name]
     kept = residuals(opts, recompute=False)
     lean = residuals(opts, recompute=True)
-    big_kept = [(a, what) for a, what in kept if tuple(a.shape) == SCORES]
-    assert len([a for a, _ in big_kept if np.dtype(a.dtype).kind == "f"]) >= 2, kept
     big_lean = [(a, what) for a, what in lean if tuple(a.shape) == SCORES]
     # Not even the dropout mask's PRNG counters: under a transform functx.random builds them
     # inside the trace from one small arange per axis.
     assert big_lean == [], big_lean
+    if "dropout_p" not in opts:
+        # The fused primitive, either way: the loss's residuals are q, k, v, the attention's
+        # output (for the square) and the bias and mask folded into one bias of their
+        # broadcast shape (from a constant), nothing else.
+        assert [(a.shape, a.dtype, what) for a, what in kept] == \
+            [(a.shape, a.dtype, what) for a, what in lean]
+        assert any("output of dot_product_attention" in what for _, what in kept), kept
+        extras = [opts[n] for n in ("attn_mask", "bias") if n in opts]
+        folded = np.broadcast_shapes(*(np.shape(e) for e in extras)) if extras else None
+        allowed = 8 * (_Q.size + _K.size + _V.size + _Q.size
+                       + (int(np.prod(folded)) if folded is not None else 0))
+        assert nbytes(kept) <= allowed, kept
+        return
+    big_kept = [(a, what) for a, what in kept if tuple(a.shape) == SCORES]
+    assert len([a for a, _ in big_kept if np.dtype(a.dtype).kind == "f"]) >= 2, kept
     assert any("checkpoint(scaled_dot_product_attention)" in what for _, what in lean), lean
-    nbytes = [sum(a.size * np.dtype(a.dtype).itemsize for a, _ in r) for r in (kept, lean)]
-    assert nbytes[0] - nbytes[1] >= 2 * np.prod(SCORES) * 8, nbytes  # two float64 scores
+    assert nbytes(kept) - nbytes(lean) >= 2 * np.prod(SCORES) * 8  # two float64 scores
 
 
 # ----------------------------------------------------------------------------------------
 # Peak memory
 
 
-def stack_loss(recompute: bool, layers: int = 4) -> Callable:
-    """A residual stack of causal self-attention layers (the case recompute is for: only one
-    layer's (B, H, L, S) intermediates alive at a time in the backward pass)."""
+def stack_loss(recompute: bool, layers: int = 4, dropout: bool = False) -> Callable:
+    """A residual stack of causal self-attention layers (the case a memory-lean backward
+    pass is for: only one layer's (B, H, L, S) intermediates alive at a time)."""
     def loss(x: Any) -> Any:
-        for _ in range(layers):
+        for i in range(layers):
+            drop = {"dropout_p": 0.2, "dropout_key": fxr.key(i)} if dropout else {}
             x = x + fnn.scaled_dot_product_attention(x, x, x, is_causal=True, softcap=5.0,
-                                                     recompute=recompute)
+                                                     recompute=recompute, **drop)
+        return fnp.sum(x * x)
+    return loss
+
+
+def written_out_stack_loss(layers: int = 4) -> Callable:
+    """The stack of :func:`stack_loss` with the attention written out in functx.numpy."""
+    def loss(x: Any) -> Any:
+        L = x.shape[-2]
+        causal = np.tri(L, L, dtype=bool)
+        for _ in range(layers):
+            s = fnp.matmul(x, fnp.swapaxes(x, -1, -2)) / np.sqrt(x.shape[-1])
+            s = fnp.where(causal, 5.0 * fnp.tanh(s / 5.0), -np.inf)
+            e = fnp.exp(s - fx.stop_gradient(fnp.max(s, axis=-1, keepdims=True)))
+            x = x + fnp.matmul(e / fnp.sum(e, axis=-1, keepdims=True), x)
         return fnp.sum(x * x)
     return loss
 
@@ -228,17 +264,37 @@ def peak_bytes(f: Callable, *args: Any) -> tuple[int, Any]:
         tracemalloc.stop()
 
 
-def test_recompute_lowers_the_peak_memory_of_a_stack_of_attention_layers() -> None:
-    # (1, 2, 128, 128) float64 scores: 256 KiB per array, several per layer without recompute
-    x = np.random.default_rng(8).normal(size=(1, 2, 128, 8))
-    grads = {rc: fx.grad(stack_loss(rc)) for rc in (False, True)}
+# (1, 2, 128, 128) float64 scores: 256 KiB per array
+_X = np.random.default_rng(8).normal(size=(1, 2, 128, 8))
+SCORES_BYTES = 2 * 128 * 128 * 8
+
+
+def test_the_fused_attention_keeps_the_peak_memory_of_a_stack_low() -> None:
+    grads = {"fused": fx.grad(stack_loss(False)), "fused, recompute": fx.grad(stack_loss(True)),
+             "written out": fx.grad(written_out_stack_loss())}
     for g in grads.values():
-        g(x)  # memoised constants and caches are made before measuring
-    peak_full, g_full = peak_bytes(grads[False], x)
-    peak_lean, g_lean = peak_bytes(grads[True], x)
+        g(_X)  # memoised constants and caches are made before measuring
+    peaks, results = {}, {}
+    for name, g in grads.items():
+        peaks[name], results[name] = peak_bytes(g, _X)
+    np.testing.assert_array_equal(results["fused, recompute"], results["fused"])
+    want = results["written out"]
+    np.testing.assert_allclose(results["fused"], want, rtol=1e-12,
+                               atol=1e-12 * np.abs(want).max())
+    assert peaks["written out"] > 4 * 3 * SCORES_BYTES, peaks  # >= 3 kept per layer
+    # The fused backward pass holds at most a few scores-sized arrays of one layer at a time.
+    assert peaks["fused"] < 6 * SCORES_BYTES, peaks
+    assert peaks["fused"] < 0.5 * peaks["written out"], peaks
+
+
+def test_recompute_lowers_the_peak_memory_of_a_stack_of_attention_layers_with_dropout() -> None:
+    grads = {rc: fx.grad(stack_loss(rc, dropout=True)) for rc in (False, True)}
+    for g in grads.values():
+        g(_X)  # memoised constants and caches are made before measuring
+    peak_full, g_full = peak_bytes(grads[False], _X)
+    peak_lean, g_lean = peak_bytes(grads[True], _X)
     # x is query, key and value at once: its three cotangents are summed in another order
     # when they come out of a checkpoint, so equal to rounding rather than bit for bit.
     np.testing.assert_allclose(g_lean, g_full, rtol=1e-12, atol=1e-12 * np.abs(g_full).max())
-    scores_bytes = 2 * 128 * 128 * 8
-    assert peak_full > 4 * 3 * scores_bytes, (peak_full, scores_bytes)  # >= 3 kept per layer
+    assert peak_full > 4 * 3 * SCORES_BYTES, (peak_full, SCORES_BYTES)  # >= 3 kept per layer
     assert peak_lean < 0.7 * peak_full, (peak_lean, peak_full)

@@ -1,8 +1,22 @@
 """``scaled_dot_product_attention``: torch.nn.functional's signature and semantics, plus
 an additive ``bias`` and logit soft-capping.
 
-The function is a composite of functx operations (two matmuls around a stable softmax), so
-every transform works through it. Two memory modes for the backward pass:
+Without dropout (``dropout_p == 0``, the usual case, and evaluation) and for float32 and
+float64 operands, the attention is ONE fused primitive,
+``functx.primitives.attention.dot_product_attention`` (cuBLAS GEMMs and one fused row
+kernel per pass on CUDA). Its backward pass keeps only the primitive's inputs (query, key,
+value as broadcast, and the bias and mask folded into one additive bias of their broadcast
+shape, never expanded to the scores' shape) and recomputes the probabilities from them, so
+nothing of size ``L * S`` is kept between the forward and the backward pass, whatever
+``recompute`` says (the backward pass costs one more ``query @ key^T`` product; its
+``(..., L, S)`` scratch arrays exist only inside the primitive's implementation, on CUDA
+in chunks of the batch of at most 64 MiB each, and with a causal mask in blocks of query
+rows that skip most of the masked triangle). Every transform works through it: its
+derivatives of every order, its forward mode and its batching rule are registered with it.
+
+With dropout (``dropout_p > 0``), or other dtypes (float16, bfloat16), the attention is a
+composite of functx operations (two matmuls around a stable softmax), and ``recompute``
+chooses the memory of its backward pass:
 
 * ``recompute=False`` (default): the backward pass keeps the attention probabilities and
   the other ``(..., L, S)`` intermediates of the softmax (several arrays of the scores'
@@ -44,7 +58,7 @@ from functx.errors import DTypeError, ShapeError
 from functx.nn._util import ArgumentError, array, check_number, float_array
 from functx.numpy._promotion import is_tracer
 from functx.numpy._shape import on_device_of
-from functx.primitives.misc import stop_gradient
+from functx.primitives.attention import dot_product_attention, safe_softmax
 from functx.transforms.checkpoint import checkpoint
 
 __all__ = ["scaled_dot_product_attention"]
@@ -104,14 +118,34 @@ def _check_shapes(q: Any, k: Any, v: Any, enable_gqa: bool) -> tuple[Any, Any]:
     return k, v
 
 
-def _safe_softmax(s: Any) -> Any:
-    """Softmax over the last axis; rows with no finite score give zeros (not NaN), as in
-    PyTorch's attention (a fully masked query attends to nothing)."""
-    m = stop_gradient(fnp.max(s, axis=-1, keepdims=True, initial=-np.inf))
-    m = fnp.where(fnp.isfinite(m), m, fnp.zeros_like(m))
-    e = fnp.exp(fnp.subtract(s, m))
-    denom = fnp.sum(e, axis=-1, keepdims=True)
-    return fnp.divide(e, fnp.where(fnp.equal(denom, 0), fnp.ones_like(denom), denom))
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _fused(q: Any, k: Any, v: Any, mask: Any, b: Any, dtype: np.dtype, factor: float,
+           causal: bool, cap: float | None) -> Any:
+    """The attention as the fused primitive: operands in ``dtype`` with one batch shape,
+    the bias and the mask folded into one additive bias (a boolean mask as 0 / -inf)."""
+    try:
+        batch = tuple(np.broadcast_shapes(*(tuple(a.shape[:-2]) for a in (q, k, v))))
+    except ValueError:
+        raise ShapeError(f"functx.nn.{_FN}: the batch dimensions of query "
+                         f"{tuple(q.shape[:-2])}, key {tuple(k.shape[:-2])} and value "
+                         f"{tuple(v.shape[:-2])} do not broadcast together.") from None
+
+    def prep(a: Any) -> Any:
+        a = fnp.astype(a, dtype) if a.dtype != dtype else a
+        full = batch + tuple(a.shape[-2:])
+        return fnp.broadcast_to(a, full) if tuple(a.shape) != full else a
+
+    add = None if b is None else fnp.astype(b, dtype)
+    if mask is not None:
+        if np.dtype(mask.dtype).kind == "b":
+            m = fnp.where(mask, np.zeros((), dtype), np.full((), -np.inf, dtype))
+        else:
+            m = fnp.astype(mask, dtype)
+        add = m if add is None else fnp.add(add, m)
+    return dot_product_attention(prep(q), prep(k), prep(v), add, scale=factor, causal=causal,
+                                 softcap=cap)
 
 
 def _dropout(probs: Any, p: float, key: Any) -> Any:
@@ -146,12 +180,15 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
        same key gives the same mask, so recomputation reproduces it);
     7. ``probabilities @ value``.
 
-    Memory (see the module docstring): with ``recompute=False`` the backward pass keeps
-    the ``(..., L, S)`` probabilities and softmax intermediates; with ``recompute=True`` it
-    keeps no ``(..., L, S)`` array computed here (only the inputs and the output; with
-    dropout also the PRNG's uint32 counters, see the module docstring) and
-    recomputes steps 1-7 when it differentiates this call (``functx.checkpoint``, policy
-    ``nothing_saveable``), giving the same gradients for one more forward pass of work.
+    Memory (see the module docstring): without dropout, for float32 and float64 operands,
+    the attention is one fused primitive whose backward pass keeps no ``(..., L, S)``
+    array, whatever ``recompute`` says. With dropout (or other dtypes) it is a composite:
+    with ``recompute=False`` the backward pass keeps the ``(..., L, S)`` probabilities and
+    softmax intermediates; with ``recompute=True`` it keeps no ``(..., L, S)`` array
+    computed here (only the inputs and the output; with dropout also the PRNG's uint32
+    counters, see the module docstring) and recomputes steps 1-7 when it differentiates
+    this call (``functx.checkpoint``, policy ``nothing_saveable``), giving the same
+    gradients for one more forward pass of work.
 
     Args:
         query: shape ``(..., L, E)``.
@@ -166,8 +203,10 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         bias: None or a float array broadcasting to ``(..., L, S)``, added to the scores.
         softcap: None or a positive float, the cap of the logits.
         dropout_key: a functx.random key for dropout; required when ``dropout_p > 0``.
-        recompute: keep nothing of size ``L * S`` for the backward pass and recompute it
-            there (memory-lean backward); default False (keep the probabilities).
+        recompute: for the composite path (dropout, or dtypes other than float32 and
+            float64): keep nothing of size ``L * S`` for the backward pass and recompute it
+            there (memory-lean backward); default False (keep the probabilities). The
+            fused path (every other call) is memory-lean either way and ignores it.
 
     Returns:
         Shape ``(..., L, Ev)``.
@@ -218,6 +257,15 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
                             "pass dropout_key=... (functx randomness is key-based), or "
                             "dropout_p=0.0 for evaluation.")
 
+    float_mask = mask is not None and np.dtype(mask.dtype).kind == "f"
+    try:
+        dtype = np.result_type(*(a.dtype for a in (q, k, v, b, mask if float_mask else None)
+                                 if a is not None))
+    except TypeError:  # e.g. bfloat16 with float32: the composite promotes as functx.numpy
+        dtype = None
+    if p_drop == 0 and dtype is not None and dtype in _FUSED_DTYPES:
+        return _fused(q, k, v, mask, b, dtype, factor, bool(is_causal), cap)
+
     if is_causal:
         L, S = scores_shape[-2:]
         mask = on_device_of(q, np.tril(np.ones((L, S), dtype=bool)))
@@ -234,7 +282,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         if "mask" in extras:
             m = extras["mask"]
             s = fnp.where(m, s, -np.inf) if np.dtype(m.dtype).kind == "b" else fnp.add(s, m)
-        probs = _safe_softmax(s)
+        probs = safe_softmax(s)
         if p_drop > 0:
             probs = _dropout(probs, p_drop, extras["key"])
         return fnp.matmul(probs, v)

@@ -8,12 +8,17 @@ Shared conventions (PyTorch's):
   warning, and override ``reduction`` as in PyTorch.
 * The class dimension is 1 for inputs with 2 or more dimensions (``(N, C, d1, ...)``) and
   0 for a 1-d input ``(C,)`` (one sample).
-* Stable forms: cross_entropy with class indices is fused, ``logsumexp(x) - x[target]``
-  (no log-probability array is formed unless label smoothing needs it);
-  binary_cross_entropy_with_logits uses ``log_sigmoid``, never ``log(sigmoid(x))``;
-  binary_cross_entropy clamps its logarithms at -100 as PyTorch does.
+* Stable forms: cross_entropy is ``nll_loss(log_softmax(x))`` with the fused log_softmax
+  primitive (as in PyTorch); binary_cross_entropy_with_logits uses ``log_sigmoid``, never
+  ``log(sigmoid(x))``; binary_cross_entropy clamps its logarithms at -100 as PyTorch does.
+* Class-index losses are the fused ``class_nll`` primitive (functx/primitives/nll.py: one
+  operation forward and one backward, none of which waits for the device); functx maps an
+  ``ignore_index`` inside the classes out of range, where a target contributes nothing.
 * Checks that need values (class indices in range, probabilities in [0, 1]) are made
-  where the values are known (not inside vmap/make_trace).
+  where the values are known on the host (not inside vmap/make_trace). Class indices on a
+  device (CuPy) are not checked: reading them back would wait for the device at every call
+  (as PyTorch checks them on the device, functx leaves them unchecked there; an index out of
+  range picks nothing).
 
 Example:
     >>> import functx.nn as fnn
@@ -28,11 +33,15 @@ from typing import Any
 import numpy as np
 
 import functx.numpy as fnp
-from functx.errors import DTypeError, ShapeError
+from functx.errors import ConcretizationError, DTypeError, ShapeError
 from functx.nn._util import (ArgumentError, array, broadcastable, check_int, check_number,
                              check_reduction, float_array, host_value, legacy_reduction,
                              reduce_loss)
 from functx.nn.activations import log_sigmoid
+from functx.numpy._promotion import is_tracer
+from functx.primitives import elementwise as _ew
+from functx.primitives import fused as _fused
+from functx.primitives import nll as _nll
 
 __all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div"]
@@ -68,7 +77,7 @@ def _check_class_target(fn: str, x: Any, target: Any, ignore_index: int) -> Any:
                          f"target must have shape {expected} (input's shape without the "
                          f"class dimension), but it has shape {tuple(t.shape)}.")
     c = x.shape[1 if x.ndim >= 2 else 0]
-    v = host_value(t)
+    v = _host_index_values(t)
     if v is not None:
         bad = v[((v < 0) | (v >= c)) & (v != ignore_index)]
         if bad.size:
@@ -78,10 +87,16 @@ def _check_class_target(fn: str, x: Any, target: Any, ignore_index: int) -> Any:
     return t
 
 
-def _gather_classes(x: Any, t: Any, cd: int) -> Any:
-    """``x[..., t, ...]`` along the class dimension ``cd`` (``t`` lacks that dimension)."""
-    picked = fnp.take_along_axis(x, fnp.expand_dims(t, cd), axis=cd)
-    return fnp.squeeze(picked, axis=cd)
+def _host_index_values(t: Any) -> np.ndarray | None:
+    """``t``'s values for the range check where they are on the host (see the module
+    docstring); None for abstract tracers and for values on a device."""
+    v = t
+    if is_tracer(t):
+        try:
+            v = t._concrete("a check of class indices")
+        except ConcretizationError:
+            return None
+    return host_value(v) if isinstance(v, (np.ndarray, np.generic)) else None
 
 
 def _weighted_targets(t: Any, w: Any, valid: Any, dtype: Any) -> Any:
@@ -97,6 +112,19 @@ def _reduce_weighted(loss: Any, wt: Any, reduction: str) -> Any:
         return loss
     total = fnp.sum(loss)
     return total if reduction == "sum" else fnp.divide(total, fnp.sum(wt))
+
+
+def _class_nll(x: Any, t: Any, w: Any, ii: int, cd: int, reduction: str) -> Any:
+    """``-weight[t] * x[t]`` along the class dimension ``cd`` at each position (0 where
+    ``t == ignore_index``), reduced: the fused ``class_nll`` primitive."""
+    if 0 <= ii < x.shape[cd]:  # an ignored class that exists: point it out of range
+        t = fnp.where(fnp.not_equal(t, ii), t, -1)
+    if w is None:
+        w = _ew.scalar(x, 1)
+    elif np.dtype(w.dtype) != np.dtype(x.dtype):  # promote both, as NumPy would
+        dt = np.result_type(x.dtype, w.dtype)
+        x, w = fnp.astype(x, dt), fnp.astype(w, dt)
+    return _nll.class_nll(x, t, w, axis=cd, reduction=reduction)
 
 
 def nll_loss(input: Any, target: Any, weight: Any = None, size_average: bool | None = None,
@@ -133,11 +161,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, size_average: bool | N
     cd = _class_dim("nll_loss", x)
     w = _check_weight("nll_loss", weight, x.shape[cd])
     t = _check_class_target("nll_loss", x, target, ii)
-    valid = fnp.not_equal(t, ii)
-    safe = fnp.where(valid, t, 0)
-    wt = _weighted_targets(t, w, valid, x.dtype)
-    loss = fnp.where(valid, fnp.negative(fnp.multiply(_gather_classes(x, safe, cd), wt)), 0.0)
-    return _reduce_weighted(loss, wt, reduction)
+    return _class_nll(x, t, w, ii, cd, reduction)
 
 
 def cross_entropy(input: Any, target: Any, weight: Any = None,
@@ -148,9 +172,9 @@ def cross_entropy(input: Any, target: Any, weight: Any = None,
     ``target``, from unnormalised logits.
 
     With class indices the loss at each position is ``weight[t] * (logsumexp(x) - x[t])``,
-    computed fused (stable, no log-softmax array). With label smoothing ``eps`` it becomes
-    ``(1 - eps) * nll + eps / C * smooth``, ``smooth = -sum_c weight[c] * log_softmax(x)_c``,
-    both reduced alike (PyTorch's definition). With class probabilities (a float target of
+    computed as ``nll_loss(log_softmax(x))`` (the fused, stable log_softmax). With label
+    smoothing ``eps`` it becomes ``(1 - eps) * nll + eps / C * smooth``, ``smooth =
+    -sum_c weight[c] * log_softmax(x)_c``, both reduced alike (PyTorch's definition). With class probabilities (a float target of
     input's shape) it is ``-sum_c weight[c] * p_c * log_softmax(x)_c``, the target
     smoothed to ``(1 - eps) * p + eps / C`` first; "mean" then averages over positions
     (not weights), as in PyTorch.
@@ -194,7 +218,7 @@ def cross_entropy(input: Any, target: Any, weight: Any = None,
                              f"probabilities and must have input's shape {tuple(x.shape)}, "
                              f"but it has shape {tuple(t.shape)} (for class indices, pass "
                              "an integer target).")
-        logp = fnp.subtract(x, fnp.logsumexp(x, axis=cd, keepdims=True))
+        logp = _fused.log_softmax(x, axis=cd)
         if eps > 0:
             t = fnp.add(fnp.multiply(t, 1.0 - eps), eps / c)
         terms = fnp.multiply(logp, t)
@@ -203,16 +227,12 @@ def cross_entropy(input: Any, target: Any, weight: Any = None,
         loss = fnp.negative(fnp.sum(terms, axis=cd))
         return reduce_loss("cross_entropy", loss, reduction)
     t = _check_class_target("cross_entropy", x, t, ii)
-    valid = fnp.not_equal(t, ii)
-    safe = fnp.where(valid, t, 0)
-    wt = _weighted_targets(t, w, valid, x.dtype)
-    lse = fnp.logsumexp(x, axis=cd, keepdims=True)
-    nll = fnp.subtract(fnp.squeeze(lse, axis=cd), _gather_classes(x, safe, cd))
-    nll = fnp.where(valid, fnp.multiply(nll, wt), 0.0)
-    result = _reduce_weighted(nll, wt, reduction)
+    logp = _fused.log_softmax(x, axis=cd)
+    result = _class_nll(logp, t, w, ii, cd, reduction)
     if eps == 0:
         return result
-    logp = fnp.subtract(x, lse)
+    valid = fnp.not_equal(t, ii)
+    wt = _weighted_targets(t, w, valid, x.dtype)
     smooth = fnp.negative(fnp.sum(logp if w_b is None else fnp.multiply(logp, w_b), axis=cd))
     smooth = _reduce_weighted(fnp.where(valid, smooth, 0.0), wt, reduction)
     return fnp.add(fnp.multiply(1.0 - eps, result), fnp.multiply(eps / c, smooth))

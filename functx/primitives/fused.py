@@ -11,8 +11,10 @@ they take one or two, on the CPU through NumPy and on CUDA through the kernels o
   axis): an absent weight is passed as a 0-d 1 and an absent bias as a 0-d 0, which cost
   nothing and, being 0-d, join any device. Its VJP is ``dx = layer_norm_grad(x, w, ct)``,
   ``dweight = sum(ct * xhat)``, ``dbias = sum(ct)`` over the leading axes (each only where
-  needed); its JVP is ``weight * J tx + xhat * tweight + tbias`` with ``J tx =
+  needed; all three from one ``layer_norm_grads`` when a parameter needs one); its JVP is ``weight * J tx + xhat * tweight + tbias`` with ``J tx =
   layer_norm_grad(x, 1, tx)`` (the Jacobian of ``xhat`` is symmetric).
+* ``layer_norm_grads(x, weight, g, *, eps)``: ``(dx, dweight, dbias)`` in one pass (the
+  VJP's primitive when a parameter needs its cotangent; see its section).
 * ``layer_norm_grad(x, weight, g, *, eps)`` is ``J^T (g * weight)``:
   ``rstd * (gw - mean(gw) - xhat * mean(gw * xhat))`` with ``gw = g * weight``, statistics
   recomputed from ``x`` (one kernel on CUDA, no saved mean or rstd). Its own VJP and JVP
@@ -22,7 +24,8 @@ they take one or two, on the CPU through NumPy and on CUDA through the kernels o
   ``axis`` (0 where it is not finite: a row of ``-inf`` gives NaN, as in PyTorch). VJP
   ``y * (ct - sum(ct * y))``, JVP ``y * (t - sum(t * y))`` (the Jacobian is symmetric).
 * ``log_softmax(x, *, axis)``: ``(x - m) - log(sum(exp(x - m)))``. VJP
-  ``ct - exp(y) * sum(ct)``, JVP ``t - sum(exp(y) * t)``.
+  ``log_softmax_grad(y, ct) = ct - exp(y) * sum(ct)`` (a primitive: one kernel on CUDA),
+  JVP ``t - sum(exp(y) * t)``.
 * ``gelu(x, *, approximate)``: ``x * Phi(x)`` (``approximate="none"``, through ``erf``) or
   ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (``"tanh"``). Its VJP and JVP are
   ``gelu_grad(x, ct)``.
@@ -56,7 +59,8 @@ from functx.tracing import bind
 
 __all__ = ["layer_norm", "layer_norm_grad", "softmax", "log_softmax", "gelu", "gelu_grad",
            "layer_norm_p", "layer_norm_grad_p", "softmax_p", "log_softmax_p", "gelu_p",
-           "gelu_grad_p"]
+           "gelu_grad_p", "log_softmax_grad_p", "layer_norm_grads_p", "layer_norm_grads",
+           "log_softmax_grad"]
 
 GELU_C = math.sqrt(2.0 / math.pi)
 GELU_A = 0.044715
@@ -173,10 +177,11 @@ def _normalized(x: Any, eps: float) -> Any:
 @layer_norm_p.def_vjp(save_inputs=(0, 1), selective=True)
 def _ln_vjp(ct, ins, out, *, eps, needs):
     x, w, b = ins  # (b only abstract: its value is not saved)
-    dx = bind(layer_norm_grad_p, x, w, ct, eps=eps) if needs[0] else None
-    dw = _lead_sum(_ew.mul(ct, _normalized(x, eps)), shape_of(w)) if needs[1] else None
-    db = _lead_sum(ct, shape_of(b)) if needs[2] else None
-    return dx, dw, db
+    if not (needs[1] or needs[2]):
+        return (bind(layer_norm_grad_p, x, w, ct, eps=eps) if needs[0] else None), None, None
+    dx, dw, db = bind(layer_norm_grads_p, x, w, ct, eps=eps)  # one pass over x and ct
+    return (dx if needs[0] else None, _lead_sum(dw, shape_of(w)) if needs[1] else None,
+            _lead_sum(db, shape_of(b)) if needs[2] else None)
 
 
 @layer_norm_p.def_jvp
@@ -263,6 +268,91 @@ def _ln_grad_batch(args, dims, *, eps):
                 eps=eps), 0
 
 
+# layer_norm's whole backward pass as one primitive: ``(dx, dweight, dbias)`` with ``dx =
+# layer_norm_grad(x, w, g)``, ``dweight = sum(g * xhat)`` and ``dbias = sum(g)`` over every
+# axis but the last (shape ``(D,)`` whatever ``w``'s shape; the VJP sums further for a 0-d
+# weight). On CUDA one kernel computes all three in one pass over ``x`` and ``g`` (column
+# sums per block of rows, then a sum of the blocks' rows): no ``xhat`` array, no column
+# reductions. Its derivatives differentiate the composite formula, like layer_norm_grad's.
+
+def _ln_grads_aval(x: AbstractArray, w: AbstractArray, g: AbstractArray, *,
+                   eps: float) -> tuple:
+    _check_layer_norm_operands("layer_norm_grads", x, w, ("g", g))
+    d = AbstractArray(x.shape[-1:], x.dtype)
+    return AbstractArray(x.shape, x.dtype), d, d
+
+
+def _ln_grads_impl(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> tuple:
+    lead = tuple(range(x.ndim - 1))
+    if x.size == 0:
+        return (xp.zeros(x.shape, x.dtype), xp.zeros(x.shape[-1:], x.dtype),
+                xp.zeros(x.shape[-1:], x.dtype))
+    xhat, _ = _ln_stats(xp, x, eps)
+    dw = xp.sum(g * xhat, axis=lead) if lead else g * xhat
+    db = xp.sum(g, axis=lead) if lead else xp.array(g, copy=True)
+    return (_ln_grad_impl(xp, x, w, g, eps=eps), dw.astype(x.dtype, copy=False),
+            db.astype(x.dtype, copy=False))
+
+
+layer_norm_grads_p = Primitive("layer_norm_grads", multiple_results=True)
+layer_norm_grads_p.def_abstract_eval(_ln_grads_aval)
+layer_norm_grads_p.def_impl(_ln_grads_impl)
+layer_norm_grads_p.def_impl(_cuda_impls.layer_norm_grads, backend="cuda")
+
+
+def _ln_grads_composite(x: Any, w: Any, g: Any, eps: float) -> tuple:
+    """``layer_norm_grads``'s outputs in functx operations."""
+    lead = tuple(range(ndim_of(x) - 1))
+    last = ndim_of(x) - 1
+    inv_d = 1.0 / shape_of(x)[-1]
+    c = _ew.sub(x, _ew.mul(_sum_keep(x, last), inv_d))
+    xhat = _ew.mul(c, _ew.rsqrt(_ew.add(_ew.mul(_sum_keep(_ew.mul(c, c), last), inv_d), eps)))
+    dw = _ew.mul(g, xhat)
+    return (_ln_grad_composite(x, w, g, eps), _red.reduce_sum(dw, lead) if lead else dw,
+            _red.reduce_sum(g, lead) if lead else g)
+
+
+@layer_norm_grads_p.def_vjp(save_inputs=(0, 1, 2))
+def _ln_grads_vjp(ct, ins, out, *, eps):
+    from functx.transforms.grad import vjp
+
+    if shape_of(ins[0])[-1] == 0:
+        return None, None, None
+    _, f_vjp = vjp(lambda x, w, g: _ln_grads_composite(x, w, g, eps), *ins)
+    return tuple(f_vjp(tuple(ct)))
+
+
+@layer_norm_grads_p.def_jvp
+def _ln_grads_jvp(tangents, primals, out, *, eps):
+    from functx.transforms.jvp import jvp
+
+    live = [i for i, t in enumerate(tangents) if t is not None]
+    if not live or shape_of(primals[0])[-1] == 0:
+        return None
+
+    def f(*vals: Any) -> Any:
+        args = list(primals)
+        for i, v in zip(live, vals):
+            args[i] = v
+        return _ln_grads_composite(*args, eps)
+
+    _, t = jvp(f, tuple(primals[i] for i in live), tuple(tangents[i] for i in live))
+    return list(t)
+
+
+@layer_norm_grads_p.def_batch
+def _ln_grads_batch(args, dims, *, eps):
+    # dweight and dbias sum over the leading axes of one example, not over the batch.
+    (x, w, g), (dx, dw, dg) = args, dims
+    size = batch_size(args, dims)
+    xb, gb = to_front(x, dx, size), to_front(g, dg, size)
+    ddx, _ = _ln_grad_batch((xb, w, gb), (0, dw, 0), eps=eps)
+    inner = tuple(range(1, ndim_of(xb) - 1))
+    gx = _ew.mul(gb, _normalized(xb, eps))
+    return ([ddx, _red.reduce_sum(gx, inner) if inner else gx,
+             _red.reduce_sum(gb, inner) if inner else gb], [0, 0, 0])
+
+
 def layer_norm(x: Any, weight: Any, bias: Any, *, eps: float) -> Any:
     """Normalise ``x`` over its last axis, then scale by ``weight`` and shift by ``bias``
     (each of shape ``(D,)`` or 0-d); see the module docstring. ``functx.nn.layer_norm`` is
@@ -279,6 +369,18 @@ def layer_norm_grad(x: Any, weight: Any, g: Any, *, eps: float) -> Any:
     """The cotangent of ``layer_norm``'s input ``x`` for the output cotangent ``g`` (see the
     module docstring)."""
     return bind(layer_norm_grad_p, x, weight, g, eps=float(eps))
+
+
+def layer_norm_grads(x: Any, weight: Any, g: Any, *, eps: float) -> tuple:
+    """``(dx, dweight, dbias)`` of ``layer_norm`` for the output cotangent ``g``, the
+    parameter gradients summed over every axis but the last (see the module docstring)."""
+    return tuple(bind(layer_norm_grads_p, x, weight, g, eps=float(eps)))
+
+
+def log_softmax_grad(y: Any, g: Any, *, axis: int) -> Any:
+    """``g - exp(y) * sum(g, axis)``: log_softmax's VJP for its output ``y`` and the
+    cotangent ``g`` (``axis`` normalised to ``[0, y.ndim)``)."""
+    return bind(log_softmax_grad_p, y, g, axis=_axis(axis, y))
 
 
 # -- softmax, log_softmax --------------------------------------------------------------------
@@ -335,10 +437,65 @@ log_softmax_p.def_abstract_eval(_softmax_aval("log_softmax"))
 log_softmax_p.def_impl(_log_softmax_impl)
 log_softmax_p.def_impl(_cuda_impls.log_softmax, backend="cuda")
 log_softmax_p.def_vjp(lambda ct, ins, out, *, axis: (
-    _ew.sub(ct, _ew.mul(_ew.exp(out), _sum_keep(ct, axis))),), save_output=True)
+    bind(log_softmax_grad_p, out, ct, axis=axis),), save_output=True)
 log_softmax_p.def_jvp(lambda tangents, primals, out, *, axis: None if tangents[0] is None else
                       _ew.sub(tangents[0], _sum_keep(_ew.mul(_ew.exp(out), tangents[0]), axis)))
 log_softmax_p.def_batch(_axis_batch(log_softmax_p))
+
+
+# log_softmax's VJP, ``g - exp(y) * sum(g)`` along the axis, as one primitive (one kernel on
+# CUDA instead of a reduction and three elementwise passes). Its derivatives are written out:
+# ``d/dy = -ct * exp(y) * sum(g)`` and ``d/dg = ct - sum(ct * exp(y))``.
+
+def _log_softmax_grad_aval(y: AbstractArray, g: AbstractArray, *, axis: int) -> AbstractArray:
+    _check_real_float("log_softmax_grad", y)
+    _check_axis("log_softmax_grad", y, axis)
+    if tuple(g.shape) != tuple(y.shape):
+        raise ShapeError(f"log_softmax_grad: the cotangent g must have the shape of y ({y}) "
+                         f"but it is {g}.")
+    same_dtypes("log_softmax_grad", y, g)
+    return AbstractArray(y.shape, y.dtype)
+
+
+def _log_softmax_grad_impl(xp: Any, y: Any, g: Any, *, axis: int) -> Any:
+    if y.size == 0:
+        return xp.zeros(y.shape, y.dtype)
+    return (g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)).astype(y.dtype, copy=False)
+
+
+log_softmax_grad_p = Primitive("log_softmax_grad")
+log_softmax_grad_p.def_abstract_eval(_log_softmax_grad_aval)
+log_softmax_grad_p.def_impl(_log_softmax_grad_impl)
+log_softmax_grad_p.def_impl(_cuda_impls.log_softmax_grad, backend="cuda")
+
+
+@log_softmax_grad_p.def_vjp(save_inputs=(0, 1), selective=True)
+def _log_softmax_grad_vjp(ct, ins, out, *, axis, needs):
+    y, g = ins
+    p = _ew.exp(y)
+    dy = _ew.neg(_ew.mul(_ew.mul(ct, p), _sum_keep(g, axis))) if needs[0] else None
+    dg = _ew.sub(ct, _sum_keep(_ew.mul(ct, p), axis)) if needs[1] else None
+    return dy, dg
+
+
+@log_softmax_grad_p.def_jvp
+def _log_softmax_grad_jvp(tangents, primals, out, *, axis):
+    (ty, tg), (y, g) = tangents, primals
+    p = _ew.exp(y)
+    t = None if tg is None else _ew.sub(tg, _ew.mul(p, _sum_keep(tg, axis)))
+    if ty is not None:
+        t = add_tangents(t, _ew.neg(_ew.mul(_ew.mul(ty, p), _sum_keep(g, axis))))
+    return t
+
+
+@log_softmax_grad_p.def_batch
+def _log_softmax_grad_batch(args, dims, *, axis):
+    (y, g), (dy, dg) = args, dims
+    if dy == dg:
+        return bind(log_softmax_grad_p, y, g, axis=axis + (axis >= dy)), dy
+    size = batch_size(args, dims)
+    return bind(log_softmax_grad_p, to_front(y, dy, size), to_front(g, dg, size),
+                axis=axis + 1), 0
 
 
 def _axis(axis: int, x: Any) -> int:

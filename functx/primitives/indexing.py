@@ -1,4 +1,5 @@
-"""Indexing primitives along one axis: gather (take), scatter_add and scatter (set).
+"""Indexing primitives along one axis: gather (take), scatter_add and scatter (set), and
+take_along / put_along (one element per row along an axis; see their section).
 
 All three share one indexing scheme: ``gather(x, indices, axis=a)`` is
 ``np.take(x, indices, axis=a)``, of shape ``x.shape[:a] + indices.shape + x.shape[a+1:]``,
@@ -12,6 +13,7 @@ assignment with duplicate indices is not ordered, so the CUDA backend needs its 
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -257,3 +259,134 @@ def scatter(x: Any, indices: Any, updates: Any, *, axis: int) -> Any:
     of ``indices``) wins, as in NumPy assignment; its gradient goes to that update only.
     """
     return bind(scatter_p, x, indices, updates, axis=int(axis))
+
+
+# -- take_along and put_along: one position along an axis per row ---------------------------
+# ``take_along(x, indices, axis=a)`` picks ONE element along axis ``a`` at every position of
+# the other axes: ``out[i, j] = x[i, indices[i, j], j]`` (``i`` the axes before ``a``, ``j``
+# those after), so ``indices`` has ``x``'s shape without axis ``a`` and so has the result.
+# Unlike gather's clamping, an index outside ``[0, x.shape[a])`` picks nothing and gives 0
+# (a class-index target's ``ignore_index`` needs no select). ``put_along(indices, updates,
+# axis=a, size=n)`` is its transpose: zeros of ``updates.shape[:a] + (n,) + updates.shape[a:]``
+# with ``updates[i, j]`` at ``[i, indices[i, j], j]`` where that index is in range. With one
+# index per position no two updates meet, so the transpose needs no accumulation.
+
+def _along_shape(name: str, indices: AbstractArray, axis: int, rank: int) -> None:
+    if indices.dtype.kind not in "iu":
+        raise DTypeError(f"{name} needs integer indices but got {indices}; convert them with "
+                         ".astype(int).")
+    if not 0 <= axis < rank:
+        raise ShapeError(f"{name}: axis {axis} is out of range for an array of rank {rank}; "
+                         f"use an axis in [0, {rank}).")
+
+
+def _take_along_aval(x: AbstractArray, indices: AbstractArray, *, axis: int) -> AbstractArray:
+    _along_shape("take_along", indices, axis, x.ndim)
+    expected = x.shape[:axis] + x.shape[axis + 1:]
+    if tuple(indices.shape) != expected:
+        raise ShapeError(f"take_along of {fmt([x, indices])} along axis {axis} needs indices "
+                         f"of shape {expected} (x's shape without that axis).")
+    return AbstractArray(expected, x.dtype, x.weak_type)
+
+
+def _in_range(xp: Any, indices: Any, n: int) -> Any:
+    return (indices >= 0) & (indices < n)
+
+
+def _take_along_impl(xp, x, indices, *, axis):
+    n = x.shape[axis]
+    if n == 0 or indices.size == 0:
+        return xp.zeros(indices.shape, x.dtype)
+    idx = xp.expand_dims(indices, axis)
+    ok = _in_range(xp, idx, n)
+    picked = xp.take_along_axis(x, xp.where(ok, idx, 0), axis=axis)
+    return xp.squeeze(xp.where(ok, picked, xp.zeros((), x.dtype)), axis)
+
+
+take_along_p = Primitive("take_along")
+take_along_p.def_abstract_eval(_take_along_aval)
+take_along_p.def_impl(_take_along_impl)
+take_along_p.def_impl(_cuda_impls.take_along, backend="cuda")
+take_along_p.def_vjp(lambda ct, ins, out, *, axis: (
+    put_along(ins[1], ct, axis=axis, size=ins[0].shape[axis]), None), save_inputs=(1,))
+take_along_p.def_jvp(linear_jvp(take_along_p))
+
+
+@take_along_p.def_batch
+def _take_along_batch(args, dims, *, axis):
+    (x, indices), (dx, di) = args, dims
+    size = batch_size(args, dims)
+    return take_along(batch_at(x, dx, 0, size), batch_at(indices, di, 0, size),
+                      axis=axis + 1), 0
+
+
+def take_along(x: Any, indices: Any, *, axis: int) -> Any:
+    """``x[i, indices[i, j], j]`` along ``axis``: one element per position of the other
+    axes, 0 where the index is outside ``[0, x.shape[axis])`` (see the section comment).
+
+    Example:
+        >>> take_along(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1, -100]), axis=1)
+        array([2., 0.])
+    """
+    return bind(take_along_p, x, indices, axis=int(axis))
+
+
+def _put_along_aval(indices: AbstractArray, updates: AbstractArray, *, axis: int,
+                    size: int) -> AbstractArray:
+    _along_shape("put_along", indices, axis, updates.ndim + 1)
+    if tuple(indices.shape) != tuple(updates.shape):
+        raise ShapeError(f"put_along needs indices and updates of one shape but got "
+                         f"{fmt([indices, updates])}.")
+    if size < 0:
+        raise ShapeError(f"put_along: size must be non-negative but got {size}.")
+    return AbstractArray(updates.shape[:axis] + (size,) + updates.shape[axis:], updates.dtype,
+                         updates.weak_type)
+
+
+def put_one_per_row(xp: Any, shape: tuple, axis: int, indices: Any, values: Any) -> Any:
+    """Zeros of ``shape`` with ``values[i, j]`` at ``[i, indices[i, j], j]`` (indices in
+    range, one per position of the other axes), for NumPy and CuPy alike."""
+    pre, n, post = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    out = xp.zeros((pre, n, post), values.dtype)
+    out[xp.arange(pre)[:, None], xp.reshape(indices, (pre, post)),
+        xp.arange(post)[None, :]] = xp.reshape(values, (pre, post))
+    return xp.reshape(out, shape)
+
+
+def _put_along_impl(xp, indices, updates, *, axis, size):
+    shape = updates.shape[:axis] + (size,) + updates.shape[axis:]
+    if size == 0 or updates.size == 0:
+        return xp.zeros(shape, updates.dtype)
+    ok = _in_range(xp, indices, size)  # out of range: write a 0 at the row's own index 0
+    return put_one_per_row(xp, shape, axis, xp.where(ok, indices, 0),
+                           xp.where(ok, updates, xp.zeros((), updates.dtype)))
+
+
+put_along_p = Primitive("put_along")
+put_along_p.def_abstract_eval(_put_along_aval)
+put_along_p.def_impl(_put_along_impl)
+put_along_p.def_impl(_cuda_impls.put_along, backend="cuda")
+put_along_p.def_vjp(lambda ct, ins, out, *, axis, size: (
+    None, take_along(ct, ins[0], axis=axis)), save_inputs=(0,))
+put_along_p.def_jvp(lambda tangents, primals, out, *, axis, size: None if tangents[1] is None
+                    else put_along(primals[0], tangents[1], axis=axis, size=size))
+
+
+@put_along_p.def_batch
+def _put_along_batch(args, dims, *, axis, size):
+    (indices, updates), (di, du) = args, dims
+    n = batch_size(args, dims)
+    return put_along(batch_at(indices, di, 0, n), batch_at(updates, du, 0, n), axis=axis + 1,
+                     size=size), 0
+
+
+def put_along(indices: Any, updates: Any, *, axis: int, size: int) -> Any:
+    """The transpose of :func:`take_along`: zeros with ``axis`` of length ``size`` inserted,
+    and ``updates[i, j]`` at ``[i, indices[i, j], j]`` (out-of-range indices are dropped).
+
+    Example:
+        >>> put_along(np.array([1, 5]), np.array([2.0, 3.0]), axis=1, size=2)
+        array([[0., 2.],
+               [0., 0.]])
+    """
+    return bind(put_along_p, indices, updates, axis=int(axis), size=int(size))

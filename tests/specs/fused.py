@@ -1,5 +1,6 @@
 """Specs of the fused primitives (functx/primitives/fused.py): layer_norm, layer_norm_grad,
-softmax, log_softmax, gelu and gelu_grad (each GELU form separately).
+layer_norm_grads, softmax, log_softmax, log_softmax_grad, gelu and gelu_grad (each GELU form
+separately).
 
 Static parameters (eps, axis) travel as a ``SimpleNamespace`` last argument. The layer-norm
 ``eps`` is at least 0.01, so that ``1 / sqrt(var + eps)`` stays below 10 and central finite
@@ -62,6 +63,14 @@ def _ln_grad_ref(x, w, g, p):
             - xhat * (gw * xhat).mean(axis=-1, keepdims=True)) / sigma
 
 
+def _ln_grads_ref(x, w, g, p):
+    """(dx, dweight, dbias): the textbook input gradient, and the parameter gradients summed
+    over every axis but the last."""
+    xhat = _ln_ref_stats(x, p.eps)[0]
+    lead = tuple(range(x.ndim - 1))
+    return _ln_grad_ref(x, w, g, p), (g * xhat).sum(axis=lead), g.sum(axis=lead)
+
+
 # -- softmax ---------------------------------------------------------------------------------
 
 @st.composite
@@ -80,6 +89,23 @@ def _log_softmax_ref(x, p):
         return x
     s = x - x.max(axis=p.axis, keepdims=True)
     return s - np.log(np.exp(s).sum(axis=p.axis, keepdims=True))
+
+
+def _log_softmax_grad_ref(y, g, p):
+    """The transposed Jacobian of log_softmax, ``J[i, j] = delta_ij - softmax_j``, applied
+    to ``g`` row by row (``y`` is a log_softmax output)."""
+    yy, gg = np.moveaxis(y, p.axis, -1), np.moveaxis(g, p.axis, -1)
+    out = np.empty_like(gg)
+    for r in np.ndindex(*yy.shape[:-1]):
+        jac = np.eye(yy.shape[-1]) - np.exp(yy[r])[None, :]  # d y_i / d x_j
+        out[r] = jac.T @ gg[r]
+    return np.moveaxis(out, -1, p.axis)
+
+
+def _log_softmax_grad_args(p: P) -> st.SearchStrategy:
+    """A log_softmax output (rows of log-probabilities) and a cotangent."""
+    return st.tuples(array(p.shape, -4.0, 4.0).map(lambda x: _log_softmax_ref(x, p)),
+                     array(p.shape), st.just(p))
 
 
 # -- gelu --------------------------------------------------------------------------------------
@@ -117,6 +143,14 @@ SPECS = [
     PrimSpec("layer_norm_grad", lambda x, w, g, p: fused.layer_norm_grad(x, w, g, eps=p.eps),
              _ln_grad_ref, _ln_params().flatmap(_ln_grad_args), diff_argnums=(0, 1, 2),
              rtol=1e-10, atol=1e-11),
+    *[PrimSpec("layer_norm_grads",  # one spec per output (the harness checks one array)
+               (lambda i: lambda x, w, g, p: fused.layer_norm_grads(x, w, g, eps=p.eps)[i])(i),
+               (lambda i: lambda x, w, g, p: _ln_grads_ref(x, w, g, p)[i])(i),
+               _ln_params().flatmap(_ln_grad_args), diff_argnums=(0, 1, 2), rtol=1e-10,
+               atol=1e-11, label=label) for i, label in enumerate(("dx", "dweight", "dbias"))],
+    PrimSpec("log_softmax_grad", lambda y, g, p: fused.log_softmax_grad(y, g, axis=p.axis),
+             _log_softmax_grad_ref, _axis_params().flatmap(_log_softmax_grad_args),
+             diff_argnums=(0, 1), rtol=1e-11, atol=1e-12),
     PrimSpec("softmax", lambda x, p: fused.softmax(x, axis=p.axis), _softmax_ref,
              _axis_params().flatmap(lambda p: st.tuples(array(p.shape, -4.0, 4.0), st.just(p)))),
     PrimSpec("log_softmax", lambda x, p: fused.log_softmax(x, axis=p.axis), _log_softmax_ref,

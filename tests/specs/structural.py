@@ -377,7 +377,39 @@ def _scatter_ref(x, idx, upd, p, add):
     return out
 
 
+@st.composite
+def _along_params(draw):
+    shape = draw(shapes(min_rank=1, max_rank=3))
+    axis = draw(st.integers(0, len(shape) - 1))
+    return P(shape=shape, axis=axis, rest=shape[:axis] + shape[axis + 1:], n=shape[axis])
+
+
+def _along_indices(p: P) -> st.SearchStrategy:
+    return int_array(p.rest, -2, p.n + 2)  # out-of-range indices on both sides pick nothing
+
+
+def _take_along_ref(x, idx, p):
+    out = np.zeros(p.rest, x.dtype)
+    for j in np.ndindex(*p.rest):
+        if 0 <= idx[j] < p.n:
+            out[j] = x[j[:p.axis] + (int(idx[j]),) + j[p.axis:]]
+    return out
+
+
+def _put_along_ref(idx, upd, p):
+    out = np.zeros(p.shape, upd.dtype)
+    for j in np.ndindex(*p.rest):
+        if 0 <= idx[j] < p.n:
+            out[j[:p.axis] + (int(idx[j]),) + j[p.axis:]] = upd[j]
+    return out
+
+
 INDEXING_SPECS = [
+    _spec("take_along", lambda x, i, p: ix.take_along(x, i, axis=p.axis), _take_along_ref,
+          _along_params(), lambda p: st.tuples(array(p.shape), _along_indices(p))),
+    _spec("put_along", lambda i, u, p: ix.put_along(i, u, axis=p.axis, size=p.n),
+          _put_along_ref, _along_params(),
+          lambda p: st.tuples(_along_indices(p), array(p.rest)), diff_argnums=(1,)),
     _spec("gather", lambda x, i, p: ix.gather(x, i, axis=p.axis), _gather_ref,
           _gather_params(), _gather_arrays),
     _spec("scatter_add", lambda x, i, u, p: ix.scatter_add(x, i, u, axis=p.axis),
