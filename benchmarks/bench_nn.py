@@ -1,13 +1,13 @@
 """Benchmark: functx.nn operations beside PyTorch eager, in one process, on CPU or CUDA.
 
 Forward + backward passes (``fx.vjp`` with a fixed random cotangent, or ``fx.grad`` of a
-loss; PyTorch ``torch.autograd.grad``), float32:
+loss; PyTorch ``torch.autograd.grad``), float32. functx runs eagerly (``functx``) and under
+``fx.jit`` (``functx jit``: the step traced once, then replayed):
 
 1. ``attention``: ``scaled_dot_product_attention``, batch 4, 8 heads, sequence 256, head dim
-   64, causal; functx with ``recompute=False`` and ``recompute=True`` (both the fused
-   attention primitive, which keeps nothing of the scores' size either way), PyTorch's
-   ``F.scaled_dot_product_attention`` and the same attention written out in PyTorch
-   operations (``torch (math)``). Gradients with respect to query, key and value.
+   64, causal (functx's fused attention primitive, which keeps nothing of the scores'
+   size), PyTorch's ``F.scaled_dot_product_attention`` and the same attention written out
+   in PyTorch operations (``torch (math)``). Gradients with respect to query, key and value.
 2. ``layer_norm``: ``layer_norm`` of a (4096, 1024) input with weight and bias; gradients
    with respect to all three.
 3. ``softmax``: ``softmax`` over the last axis of (4096, 1000); gradient of the input.
@@ -128,6 +128,23 @@ def fx_vjp_step(dev: Device, f: Callable, args: tuple, ct: Any) -> Callable:
     return step
 
 
+def fx_jit_vjp_step(dev: Device, f: Callable, args: tuple, ct: Any) -> Callable:
+    """The same step under ``functx.jit`` (traced once, then replayed)."""
+    pull = fx.jit(lambda args, ct: fx.vjp(f, *args)[1](ct))
+
+    def step() -> Any:
+        g = pull(args, ct)
+        dev.fx_sync()
+        return g
+    return step
+
+
+def fx_steps(dev: Device, f: Callable, args: tuple, ct: Any) -> dict[str, Callable]:
+    """functx's eager and jit steps of one workload."""
+    return {"functx": fx_vjp_step(dev, f, args, ct),
+            "functx jit": fx_jit_vjp_step(dev, f, args, ct)}
+
+
 def torch_grad_step(dev: Device, f: Callable, args: tuple, ct: Any = None) -> Callable:
     torch = dev.torch
 
@@ -144,10 +161,8 @@ def attention(dev: Device, shape: tuple[int, int, int, int]) -> dict[str, Callab
     q, k, v, ct = (rng.standard_normal((B, H, L, D)).astype(np.float32) for _ in range(4))
     args = tuple(dev.fx(a) for a in (q, k, v))
     ct_fx = dev.fx(ct)
-    steps = {}
-    for label, rc in (("functx", False), ("functx recompute", True)):
-        steps[label] = fx_vjp_step(dev, lambda q, k, v, rc=rc: fnn.scaled_dot_product_attention(
-            q, k, v, is_causal=True, recompute=rc), args, ct_fx)
+    steps = fx_steps(dev, lambda q, k, v: fnn.scaled_dot_product_attention(
+        q, k, v, is_causal=True), args, ct_fx)
     torch = dev.torch
     if torch is not None:
         F = torch.nn.functional
@@ -174,8 +189,8 @@ def layer_norm(dev: Device) -> dict[str, Callable]:
     w = (1.0 + 0.1 * rng.standard_normal(d)).astype(np.float32)
     b = (0.1 * rng.standard_normal(d)).astype(np.float32)
     ct = rng.standard_normal((n, d)).astype(np.float32)
-    steps = {"functx": fx_vjp_step(dev, lambda x, w, b: fnn.layer_norm(x, (d,), w, b),
-                                   tuple(dev.fx(a) for a in (x, w, b)), dev.fx(ct))}
+    steps = fx_steps(dev, lambda x, w, b: fnn.layer_norm(x, (d,), w, b),
+                     tuple(dev.fx(a) for a in (x, w, b)), dev.fx(ct))
     if dev.torch is not None:
         F = dev.torch.nn.functional
         steps["torch"] = torch_grad_step(dev, lambda x, w, b: F.layer_norm(x, (d,), w, b),
@@ -193,8 +208,7 @@ def _logits(seed: int) -> tuple[np.ndarray, np.ndarray]:
 def softmax(dev: Device) -> dict[str, Callable]:
     x, _ = _logits(2)
     ct = np.random.default_rng(3).standard_normal(x.shape).astype(np.float32)
-    steps = {"functx": fx_vjp_step(dev, lambda x: fnn.softmax(x, dim=-1), (dev.fx(x),),
-                                   dev.fx(ct))}
+    steps = fx_steps(dev, lambda x: fnn.softmax(x, dim=-1), (dev.fx(x),), dev.fx(ct))
     if dev.torch is not None:
         steps["torch"] = torch_grad_step(dev, lambda x: dev.torch.softmax(x, dim=-1),
                                          (dev.t(x, grad=True),), dev.t(ct))
@@ -211,7 +225,13 @@ def _loss_workload(dev: Device, seed: int, fx_loss: Callable, torch_loss: Callab
         out = g(xf, yf)
         dev.fx_sync()
         return out
-    steps = {"functx": fx_step}
+    jg = fx.jit(g)
+
+    def fx_jit_step() -> Any:
+        out = jg(xf, yf)
+        dev.fx_sync()
+        return out
+    steps = {"functx": fx_step, "functx jit": fx_jit_step}
     if dev.torch is not None:
         xt, yt = dev.t(x, grad=True), dev.t(y)
         steps["torch"] = torch_grad_step(dev, lambda x: torch_loss(x, yt), (xt,))
@@ -234,8 +254,8 @@ def conv2d(dev: Device) -> dict[str, Callable]:
     x = rng.standard_normal((64, 64, 56, 56)).astype(np.float32)
     w = (rng.standard_normal((128, 64, 3, 3)) / np.sqrt(64 * 9)).astype(np.float32)
     ct = rng.standard_normal((64, 128, 56, 56)).astype(np.float32)
-    steps = {"functx": fx_vjp_step(dev, lambda x, w: fnn.conv2d(x, w, padding=1),
-                                   (dev.fx(x), dev.fx(w)), dev.fx(ct))}
+    steps = fx_steps(dev, lambda x, w: fnn.conv2d(x, w, padding=1), (dev.fx(x), dev.fx(w)),
+                     dev.fx(ct))
     if dev.torch is not None:
         F = dev.torch.nn.functional
         steps["torch"] = torch_grad_step(dev, lambda x, w: F.conv2d(x, w, padding=1),
@@ -366,7 +386,7 @@ def run(name: str, dev: Device, repeats: int, warmup: int, memory: bool) -> list
             lines += [f"- {s}: {t}" for s, t in mem.items()]
     by_name = {t.name: t.median for t in timings}
     ratios = [f"{s} ÷ {reference}: {by_name[s] / by_name[reference]:.2f}"
-              for s in ("functx", "functx recompute") if s in by_name and reference in by_name]
+              for s in ("functx", "functx jit") if s in by_name and reference in by_name]
     if ratios:
         target = ""
         if dev.cuda and name != "conv2d" and "functx" in by_name:
