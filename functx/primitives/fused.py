@@ -41,7 +41,7 @@ All implementations compute in the input's dtype (float32 accumulates in float32
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -236,8 +236,10 @@ def _ln_grad_vjp(ct, ins, out, *, eps):
     return tuple(f_vjp(ct))
 
 
-@layer_norm_grad_p.def_jvp
-def _ln_grad_jvp(tangents, primals, out, *, eps):
+def _composite_jvp(composite: Callable, tangents: Sequence, primals: Sequence,
+                   eps: float) -> Any:
+    """The JVP of ``composite(x, w, g, eps)`` (a layer-norm gradient written in composite
+    functx operations) in the arguments with a tangent; None when none has one."""
     from functx.transforms.jvp import jvp
 
     live = [i for i, t in enumerate(tangents) if t is not None]
@@ -248,10 +250,15 @@ def _ln_grad_jvp(tangents, primals, out, *, eps):
         args = list(primals)
         for i, v in zip(live, vals):
             args[i] = v
-        return _ln_grad_composite(*args, eps)
+        return composite(*args, eps)
 
     _, t = jvp(f, tuple(primals[i] for i in live), tuple(tangents[i] for i in live))
     return t
+
+
+@layer_norm_grad_p.def_jvp
+def _ln_grad_jvp(tangents, primals, out, *, eps):
+    return _composite_jvp(_ln_grad_composite, tangents, primals, eps)
 
 
 @layer_norm_grad_p.def_batch
@@ -324,20 +331,8 @@ def _ln_grads_vjp(ct, ins, out, *, eps):
 
 @layer_norm_grads_p.def_jvp
 def _ln_grads_jvp(tangents, primals, out, *, eps):
-    from functx.transforms.jvp import jvp
-
-    live = [i for i, t in enumerate(tangents) if t is not None]
-    if not live or shape_of(primals[0])[-1] == 0:
-        return None
-
-    def f(*vals: Any) -> Any:
-        args = list(primals)
-        for i, v in zip(live, vals):
-            args[i] = v
-        return _ln_grads_composite(*args, eps)
-
-    _, t = jvp(f, tuple(primals[i] for i in live), tuple(tangents[i] for i in live))
-    return list(t)
+    t = _composite_jvp(_ln_grads_composite, tangents, primals, eps)
+    return None if t is None else list(t)
 
 
 @layer_norm_grads_p.def_batch
