@@ -401,9 +401,9 @@ def windows(x: Any, kernel: Sequence[int], stride: Sequence[int], dilation: Sequ
         outs = tuple(range(2, 2 + 2 * nd, 2))
         ks = tuple(range(3, 3 + 2 * nd, 2))
         perm = ks + (0, 1) + outs if axis == 0 else (0, 1) + ks + outs
-        w = fnp.transpose(fnp.reshape(x, split), perm)
+        w = _shape.transpose(_shape.reshape(x, split), perm)
         shape = (kk, n, c) if axis == 0 else (n, c, kk)
-        return fnp.reshape(w, shape + tuple(out_sizes))
+        return _shape.reshape(w, shape + tuple(out_sizes))
     parts = []
     for k in np.ndindex(*kernel):
         start = (0, 0) + tuple(ki * d for ki, d in zip(k, dilation))

@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -29,6 +30,10 @@ from functx.nn._util import ArgumentError, array
 from functx.nn.conv import (batched, fmt_sizes, ntuple, padded_for_windows, pool_out_size,
                             windows)
 from functx.numpy._shape import on_device_of
+from functx.primitives import elementwise as _ew
+from functx.primitives import reduction as _red
+from functx.primitives import shape as _shape
+from functx.primitives.indexing import gather
 from functx.primitives.misc import stop_gradient
 
 __all__ = ["avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
@@ -101,6 +106,31 @@ def _index_table(positions: Sequence[np.ndarray], sizes: Sequence[int]) -> np.nd
     return flat.reshape(tuple(out) + (-1,))
 
 
+def _take_flat(x: Any, indices: Any) -> Any:
+    """``x.reshape(-1)[indices]`` for indices known to be in range: one gather of a 1-d
+    index vector (no wrapping of negative indices; the gather's VJP, a scatter-add, is
+    several times faster with 1-d indices on NumPy)."""
+    flat = gather(_shape.reshape(x, (math.prod(x.shape),)),
+                  _shape.reshape(indices, (math.prod(indices.shape),)), axis=0)
+    return _shape.reshape(flat, tuple(indices.shape))
+
+
+def _first_rank(w: Any) -> Any:
+    """``K - argmax(w, axis=0)`` of the window stack ``w`` ``[K, ...]``: the rank of the
+    first maximum, NaN counting as the maximum.
+
+    Built from a max, comparisons and a second max over ``K`` (the first hit has the largest
+    rank ``K - k``): NumPy's argmax over a short leading axis copies ``w`` and loops over
+    the windows one by one, which made it the slowest step of max pooling.
+    """
+    kk, rest = w.shape[0], tuple(w.shape[1:])
+    top = _shape.reshape(_red.reduce_max(w, (0,)), (1,) + rest)
+    hit = _ew.or_(_ew.eq(w, top), _ew.ne(w, w))
+    dt = np.dtype(np.int8 if kk < 128 else np.int32)
+    rank = on_device_of(w, np.arange(kk, 0, -1, dtype=dt).reshape((kk,) + (1,) * len(rest)))
+    return _red.reduce_max(_ew.mul(_ew.convert_element_type(hit, new_dtype=dt), rank), (0,))
+
+
 def _first_max(w: Any, source: Any, table: np.ndarray, index_table: np.ndarray | None) -> Any:
     """The maximum of each window, taken from ``source`` at the window's first maximum.
 
@@ -111,19 +141,20 @@ def _first_max(w: Any, source: Any, table: np.ndarray, index_table: np.ndarray |
     ``index_table``, also returns its entries at the maxima (PyTorch's indices).
     """
     kk = w.shape[0]
-    first = fnp.argmax(w, axis=0)  # [N, C, *out]: the first occurrence, as PyTorch
     spots = table.shape[:-1]
     n, c = source.shape[:2]
     plane = math.prod(source.shape[2:])
-    at = fnp.add(first, on_device_of(w, np.arange(math.prod(spots)).reshape(spots) * kk))
-    pos = fnp.take(on_device_of(w, table.reshape(-1)), at)
+    # The first maximum's entry in the flattened table: spot * K + (K - rank).
+    ends = on_device_of(w, (np.arange(1, math.prod(spots) + 1) * kk).reshape(spots))
+    at = _ew.sub(ends, _ew.convert_element_type(_first_rank(w), new_dtype=np.dtype(np.int64)))
+    pos = _take_flat(on_device_of(w, table), at)
     offsets = (np.arange(n * c, dtype=np.int64) * plane).reshape((n, c) + (1,) * len(spots))
-    out = fnp.take(fnp.reshape(source, (-1,)), fnp.add(pos, on_device_of(w, offsets)))
+    out = _take_flat(source, _ew.add(pos, on_device_of(w, offsets)))
     if index_table is None:
         return out
     if index_table is table:
         return out, pos
-    return out, fnp.take(on_device_of(w, index_table.reshape(-1)), at)
+    return out, _take_flat(on_device_of(w, index_table), at)
 
 
 def _tuple(x: Any) -> tuple:
@@ -146,15 +177,26 @@ def _max_pool(fn: str, nd: int, input: Any, kernel_size: Any, stride: Any, paddi
     padded = padded_for_windows(x, kernel, stride, dilation, padding, out, -np.inf)
     w = windows(stop_gradient(padded), kernel, stride, dilation, padding, out, -np.inf, axis=0,
                 padded=True)
-    # Window element positions along each axis, in the padded and in the input coordinates.
-    pos = [np.arange(o)[:, None] * s + np.arange(k)[None, :] * d
-           for o, s, k, d in zip(out, stride, kernel, dilation)]
-    table = _index_table(pos, padded.shape[2:])
+    table, input_table = _max_pool_tables(out, stride, kernel, dilation, padding,
+                                          tuple(padded.shape[2:]), tuple(x.shape[2:]))
     index_table = None
     if return_indices:
-        index_table = table if padded is x else _index_table(
-            [q - p for q, p in zip(pos, padding)], x.shape[2:])
+        index_table = table if padded is x else input_table
     return _unbatch(unbatched, *_tuple(_first_max(w, padded, table, index_table)))
+
+
+@functools.lru_cache(maxsize=256)
+def _max_pool_tables(out: tuple, stride: tuple, kernel: tuple, dilation: tuple, padding: tuple,
+                     padded_sizes: tuple, sizes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The :func:`_index_table` of a max pooling's windows in the padded input and in the
+    input (read-only: cached)."""
+    pos = [np.arange(o)[:, None] * s + np.arange(k)[None, :] * d
+           for o, s, k, d in zip(out, stride, kernel, dilation)]
+    tables = (_index_table(pos, padded_sizes),
+              _index_table([q - p for q, p in zip(pos, padding)], sizes))
+    for t in tables:
+        t.flags.writeable = False
+    return tables
 
 
 def max_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
