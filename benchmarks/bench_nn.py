@@ -50,6 +50,7 @@ os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 os.environ.setdefault("CUPY_TF32", "0")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import sys  # noqa: E402
 import traceback  # noqa: E402
 import tracemalloc  # noqa: E402
@@ -128,12 +129,19 @@ def fx_vjp_step(dev: Device, f: Callable, args: tuple, ct: Any) -> Callable:
     return step
 
 
+def _forward_and_pullback(f: Callable, args: tuple, ct: Any) -> tuple:
+    out, f_vjp = fx.vjp(f, *args)
+    return out, f_vjp(ct)
+
+
 def fx_jit_vjp_step(dev: Device, f: Callable, args: tuple, ct: Any) -> Callable:
-    """The same step under ``functx.jit`` (traced once, then replayed)."""
-    pull = fx.jit(lambda args, ct: fx.vjp(f, *args)[1](ct))
+    """The same step under ``functx.jit`` (traced once, then replayed). It returns the
+    forward output too, as the eager step computes it: jit drops unused results, and a
+    backward pass that needs no forward value (conv, layer_norm) would otherwise skip it."""
+    step_fn = fx.jit(functools.partial(_forward_and_pullback, f))
 
     def step() -> Any:
-        g = pull(args, ct)
+        _, g = step_fn(args, ct)
         dev.fx_sync()
         return g
     return step
@@ -225,10 +233,10 @@ def _loss_workload(dev: Device, seed: int, fx_loss: Callable, torch_loss: Callab
         out = g(xf, yf)
         dev.fx_sync()
         return out
-    jg = fx.jit(g)
+    jg = fx.jit(fx.value_and_grad(fx_loss))  # the loss value too, as PyTorch computes it
 
     def fx_jit_step() -> Any:
-        out = jg(xf, yf)
+        _, out = jg(xf, yf)
         dev.fx_sync()
         return out
     steps = {"functx": fx_step, "functx jit": fx_jit_step}
