@@ -400,6 +400,10 @@ def test_mlp_gradient_runs_on_the_device_end_to_end() -> None:
         assert_matches(jgrad(*fx.device_put((params, X, Y), DEVICE)), want_j,
                        "jit(vmap(grad)) of the MLP", 1e-11, 1e-12)
     assert jgrad.cache_size() == 2
+    f32 = tree.map(lambda a: a.astype(np.float32), (params, X, Y))
+    jvg = fx.jit(fx.value_and_grad(loss))  # float32 literals (0-d host arrays) join the device
+    assert_matches(jvg(*fx.device_put(f32, DEVICE)), fx.value_and_grad(loss)(*f32),
+                   "jit(value_and_grad) in float32", 1e-5, 1e-6)
     scaled = fx.jit(lambda x, s: fnp.tanh(x * s))
     assert_matches(scaled(to_dev(X), 0.5), np.tanh(X * 0.5), "jit with a Python scalar",
                    1e-12, 1e-13)

@@ -122,7 +122,10 @@ def _plan(trace: Trace, dying: list, backend: Any) -> tuple | bool:
 
     def in_slot(a: Any) -> int:
         if type(a) is Literal:
-            env.append(a.value)
+            value = a.value  # a 0-d host array joins the device, as bind's resolve_mixed does
+            if backend is not _CPU and backend_of(value) is _CPU:
+                value = backend.scalar_from_host(value)
+            env.append(value)
             return len(env) - 1
         return slot[id(a)]
 
