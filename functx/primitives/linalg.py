@@ -61,6 +61,23 @@ def _dot_general_aval(x: AbstractArray, y: AbstractArray, *,
     return AbstractArray(shape, dtype, x.weak_type and y.weak_type)
 
 
+@functools.lru_cache(maxsize=4096)
+def _contraction_plan(x_shape: tuple, y_shape: tuple, dimension_numbers: tuple) -> tuple:
+    """How the generic impl computes a dot_general of these shapes (memoised: it is the
+    hottest primitive, and this bookkeeping cost as much as a small product):
+    ``(x_perm, y_perm, (b, m, k, n), out_shape)`` with the permutations None where they are
+    the identity."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    xf, yf = _free_axes(len(x_shape), xc, xb), _free_axes(len(y_shape), yc, yb)
+    b, m = math.prod([x_shape[i] for i in xb]), math.prod([x_shape[i] for i in xf])
+    k, n = math.prod([x_shape[i] for i in xc]), math.prod([y_shape[i] for i in yf])
+    x_perm, y_perm = xb + xf + xc, yb + yc + yf
+    out_shape = (tuple(x_shape[i] for i in xb) + tuple(x_shape[i] for i in xf)
+                 + tuple(y_shape[i] for i in yf))
+    return (None if x_perm == _IDENTITY[len(x_shape)] else x_perm,
+            None if y_perm == _IDENTITY[len(y_shape)] else y_perm, (b, m, k, n), out_shape)
+
+
 @dot_general_p.def_impl
 def _dot_general_impl(xp, x, y, *, dimension_numbers):
     (xc, yc), (xb, yb) = dimension_numbers
@@ -69,25 +86,20 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
         return xp.matmul(x if xc[0] == 1 else x.T, y if yc[0] == 0 else y.T)
     # General case: x as (batch, free, contract), y as (batch, contract, free), then one
     # batched matmul on 3-D views (reshape copies only where the layout needs it).
-    xf, yf = _free_axes(x.ndim, xc, xb), _free_axes(y.ndim, yc, yb)
-    xs, ys = x.shape, y.shape
-    b, m = math.prod([xs[i] for i in xb]), math.prod([xs[i] for i in xf])
-    k, n = math.prod([xs[i] for i in xc]), math.prod([ys[i] for i in yf])
-    x_perm, y_perm = xb + xf + xc, yb + yc + yf
-    x3 = xp.reshape(x if x_perm == _IDENTITY[x.ndim] else xp.transpose(x, x_perm), (b, m, k))
-    y3 = xp.reshape(y if y_perm == _IDENTITY[y.ndim] else xp.transpose(y, y_perm), (b, k, n))
-    out_shape = (tuple(x.shape[i] for i in xb) + tuple(x.shape[i] for i in xf)
-                 + tuple(y.shape[i] for i in yf))
+    x_perm, y_perm, (b, m, k, n), out_shape = _contraction_plan(x.shape, y.shape,
+                                                                dimension_numbers)
+    x3 = (x if x_perm is None else x.transpose(x_perm)).reshape((b, m, k))
+    y3 = (y if y_perm is None else y.transpose(y_perm)).reshape((b, k, n))
     if b == 1:
         # No batch: a 2-D product, which BLAS takes on transposed views (NumPy's stacked
         # matmul falls back to a slow loop for non-contiguous operands).
-        return xp.reshape(xp.matmul(x3[0], y3[0]), out_shape)
+        return xp.matmul(x3[0], y3[0]).reshape(out_shape)
     if k == 1:
         # Batched outer products (per-example weight gradients under vmap): einsum's
         # sum-of-products loop, 2x a broadcast multiply and far faster than a stack of
         # rank-1 matrix products.
-        return xp.reshape(xp.einsum("bi,bj->bij", x3[:, :, 0], y3[:, 0, :]), out_shape)
-    return xp.reshape(xp.matmul(x3, y3), out_shape)
+        return xp.einsum("bi,bj->bij", x3[:, :, 0], y3[:, 0, :]).reshape(out_shape)
+    return xp.matmul(x3, y3).reshape(out_shape)
 
 
 # CUDA: cuBLAS strided-batched GEMM on the operands' own layouts (no float16 upcast copy).
