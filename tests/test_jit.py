@@ -8,7 +8,7 @@ import pytest
 import functx as fx
 import functx.numpy as fnp
 from functx.errors import ConcretizationError, FunctxError
-from functx.transforms.interpret import prune
+from functx.transforms.interpret import last_uses, prune, prune_with_last_uses
 
 rng = np.random.default_rng(0)
 
@@ -149,3 +149,9 @@ def test_prune_removes_dead_equations_only() -> None:
     # grad's trace computes the loss value too, which the gradient does not return
     gtrace = fx.make_trace(fx.grad(lambda x: fnp.sum(x ** 3)))(np.ones(3))
     assert len(prune(gtrace).eqns) < len(gtrace.eqns)
+    # the one-walk version gives the same trace and the same liveness as the two passes
+    mlp = fx.make_trace(fx.vmap(fx.grad(_loss), in_axes=(None, 0, 0)))(PARAMS, X, Y)
+    for t in (trace, gtrace, mlp):
+        pruned, dying = prune_with_last_uses(t)
+        assert pruned.eqns == prune(t).eqns
+        assert dying == last_uses(prune(t))

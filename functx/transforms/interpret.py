@@ -38,17 +38,32 @@ def prune(trace: Trace) -> Trace:
     """``trace`` without the equations whose results neither an output nor a kept equation
     reads (dead code: e.g. the loss value inside a traced ``grad``). Primitives are pure,
     so removing them changes nothing else. Inputs and constants are kept as they are."""
-    live = {id(v) for v in trace.outputs if type(v) is Var}
-    kept = []
+    return prune_with_last_uses(trace)[0]
+
+
+def prune_with_last_uses(trace: Trace) -> tuple[Trace, list[tuple[Var, ...]]]:
+    """``(prune(trace), last_uses(prune(trace)))`` in one backward walk (``vmap`` and
+    ``jit`` need both, at every call for ``vmap``)."""
+    seen = {id(v) for v in trace.outputs if type(v) is Var}  # read by a later kept eqn
+    kept: list = []
+    out: list[tuple[Var, ...]] = []
     for e in reversed(trace.eqns):
-        if any(id(v) in live for v in e.outputs):
-            kept.append(e)
-            live.update(id(a) for a in e.inputs if type(a) is Var)
-    if len(kept) == len(trace.eqns):
-        return trace
+        dying = [v for v in e.outputs if id(v) not in seen]
+        if len(dying) == len(e.outputs):
+            continue  # dead code: nothing reads any of its results
+        seen.update(id(v) for v in dying)
+        for a in e.inputs:
+            if type(a) is Var and id(a) not in seen:
+                seen.add(id(a))
+                dying.append(a)
+        kept.append(e)
+        out.append(tuple(dying))
     kept.reverse()
-    return Trace(trace.in_vars, trace.const_vars, trace.const_values, tuple(kept),
-                 trace.outputs)
+    out.reverse()
+    if len(kept) != len(trace.eqns):
+        trace = Trace(trace.in_vars, trace.const_vars, trace.const_values, tuple(kept),
+                      trace.outputs)
+    return trace, out
 
 
 def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None,

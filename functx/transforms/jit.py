@@ -32,7 +32,7 @@ from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, g
 from functx.errors import FunctxError
 from functx.ir import Literal, Trace, abstractify
 from functx.tracing import Tracer, _check_leaf, bind, trace_flat
-from functx.transforms.interpret import eval_trace, last_uses, prune
+from functx.transforms.interpret import eval_trace, prune_with_last_uses
 
 __all__ = ["jit"]
 
@@ -50,8 +50,7 @@ class _Compiled:
     __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers")
 
     def __init__(self, trace: Trace, out_tree: Any) -> None:
-        self.trace = trace
-        self.dying = last_uses(trace)
+        self.trace, self.dying = prune_with_last_uses(trace)
         self.out_tree = out_tree
         self.plans: dict[str, Any] = {}
         # f closed over a tracer of an enclosing transform: the trace is good for this
@@ -229,4 +228,4 @@ def _compile(f: Callable, fname: str, args: tuple, kwargs: dict, static_pos: set
 
     with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
         trace, _ = trace_flat(flat_f, leaves, fname)
-    return _Compiled(prune(trace), out_tree_box[0])
+    return _Compiled(trace, out_tree_box[0])

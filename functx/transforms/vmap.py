@@ -25,7 +25,7 @@ from functx.primitives._batching import to_axis
 from functx.registry import Primitive
 from functx.tracing import _check_leaf, attach_source, bind, trace_flat, user_source
 import functx.tracing as _tracing
-from functx.transforms.interpret import last_uses, prune
+from functx.transforms.interpret import last_uses, prune_with_last_uses
 
 AxisSpec = Any  # an int, None, or a pytree of them (a prefix of the arguments)
 
@@ -132,7 +132,8 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
 
     with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
         trace, _ = trace_flat(flat_f, avals, fname)
-    outs, out_dims = batch_trace(prune(trace), leaves, dims, size)
+    trace, dying = prune_with_last_uses(trace)
+    outs, out_dims = batch_trace(trace, leaves, dims, size, dying=dying)
     out_tree = out_tree_box[0]
     out_struct = tree.unflatten(out_tree, list(range(len(outs))))
     try:
@@ -201,7 +202,8 @@ def _example_avals(fname: str, leaves: list, dims: list, owners: list,
 
 
 def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
-                size: int) -> tuple[list, list]:
+                size: int, dying: Sequence[tuple[Var, ...]] | None = None
+                ) -> tuple[list, list]:
     """Interpret ``trace`` on batched ``args``.
 
     Args:
@@ -210,6 +212,7 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
             the same value for every example).
         dims: the batch axis of each argument, or None.
         size: the batch size.
+        dying: ``last_uses(trace)``, if the caller has it.
 
     Returns:
         ``(outputs, out_dims)``: the output values and the batch axis of each (None for an
@@ -218,7 +221,7 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
     env: dict[Var, tuple] = {v: (x, d) for v, x, d in zip(trace.in_vars, args, dims)}
     for v, c in zip(trace.const_vars, trace.const_values):
         env[v] = (c, None)
-    for eqn, dying in zip(trace.eqns, last_uses(trace)):
+    for eqn, gone in zip(trace.eqns, last_uses(trace) if dying is None else dying):
         xs, ds = [], []
         for a in eqn.inputs:
             x, d = (a.value, None) if type(a) is Literal else env[a]
@@ -242,7 +245,7 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
                 env[v] = (o, d)
         else:
             env[eqn.outputs[0]] = (out, od)
-        for v in dying:
+        for v in gone:
             del env[v]
     outs, out_dims = [], []
     for a in trace.outputs:
