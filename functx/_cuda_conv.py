@@ -34,6 +34,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from functx._cuda_impls import gemm_strided_batched as gemm
+
 # Largest column (or product) buffer of one chunk, in bytes.
 _CHUNK_BYTES = 1 << 28
 _INT_MAX = 2**31 - 1
@@ -154,39 +156,6 @@ def _three(v: Any, fill: int) -> list[int]:
     return [fill] * (3 - len(v)) + v
 
 
-def _gemm(xp: Any, a: Any, b: Any, out: Any, beta: float = 0.0) -> None:
-    """``out = a @ b + beta * out`` for 3-D (batch, rows, cols) operands of one dtype, one
-    cuBLAS call; ``out`` is C-contiguous, ``a`` and ``b`` any layout cuBLAS can read (batch
-    stride 0 broadcasts), else they are copied."""
-    from cupy_backends.cuda.libs import cublas
-
-    from functx._cuda_impls import _GEMM_TYPES, _blas_layout
-
-    nb, m, k = a.shape
-    n = b.shape[2]
-    la = _blas_layout(a)
-    if la is None:
-        a = xp.ascontiguousarray(a)
-        la = _blas_layout(a)
-    lb = _blas_layout(b)
-    if lb is None:
-        b = xp.ascontiguousarray(b)
-        lb = _blas_layout(b)
-    type_name, type_value, compute_name, compute_value, scalar = _GEMM_TYPES[np.dtype(a.dtype)]
-    data_type = getattr(xp.cuda.runtime, type_name, type_value)
-    compute = getattr(cublas, compute_name, compute_value)
-    alpha, beta_ = np.ones((), scalar), np.full((), beta, scalar)
-    handle = xp.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, xp.cuda.get_current_stream().ptr)
-    # Row-major out = a @ b is column-major out^T = b^T @ a^T (see _cuda_impls.dot_general).
-    cublas.gemmStridedBatchedEx(
-        handle, 0 if lb[0] else 1, 0 if la[0] else 1, n, m, k,
-        alpha.ctypes.data, b.data.ptr, data_type, lb[1], lb[2],
-        a.data.ptr, data_type, la[1], la[2],
-        beta_.ctypes.data, out.data.ptr, data_type, n, m * n,
-        nb, compute, getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1))
-
-
 def _chunks(n: int, row_bytes: int) -> list[tuple[int, int]]:
     step = max(1, _CHUNK_BYTES // max(row_bytes, 1))
     return [(i, min(i + step, n)) for i in range(0, n, step)]
@@ -257,7 +226,7 @@ def _gather_plan(xp, lhs, rhs, out_shape, strides, rhs_dilation, geometry):
     for a, b in _chunks(n, c * kk * p * lhs.itemsize):
         cols = xp.empty((b - a, c * kk, p), dtype=lhs.dtype)
         _im2col(xp, lhs[a:b], cols, 0, (kernel, rhs_dilation), (spatial, strides), geometry)
-        _gemm(xp, xp.broadcast_to(w, (b - a, o, c * kk)), cols, out3[a:b])
+        gemm(xp, xp.broadcast_to(w, (b - a, o, c * kk)), cols, out=out3[a:b])
     return out
 
 
@@ -275,7 +244,7 @@ def _scatter_plan(xp, lhs, rhs, out_shape, lo, lhs_dilation, rhs_dilation):
     col2im = _function(xp, "functx_col2im", lhs.dtype)
     for a, b in _chunks(n, o * kk * pin * lhs.itemsize):
         prod = xp.empty((b - a, o * kk, pin), dtype=lhs.dtype)
-        _gemm(xp, xp.broadcast_to(wk, (b - a, o * kk, c)), x3[a:b], prod)
+        gemm(xp, xp.broadcast_to(wk, (b - a, o * kk, c)), x3[a:b], out=prod)
         rows = (b - a) * o
         args = ([prod, out[a:b], np.int64(rows)]
                 + [np.int32(v) for v in _three(spatial, 1) + _three(kernel, 1)
@@ -299,8 +268,8 @@ def _weight_plan(xp, lhs, rhs, out_shape, strides, rhs_dilation, geometry):
         _im2col(xp, lhs[:, a:b], cols, 1, (spatial, strides), (kernel, rhs_dilation),
                 geometry)
         part = xp.empty((b - a, o, n * p), dtype=lhs.dtype)
-        _gemm(xp, w3[a:b], xp.transpose(cols, (0, 2, 1)), part)
+        gemm(xp, w3[a:b], xp.transpose(cols, (0, 2, 1)), out=part)
         ones = xp.ones((1, 1, b - a), dtype=lhs.dtype)
-        _gemm(xp, ones, xp.reshape(part, (1, b - a, o * n * p)), sums, beta=float(i > 0))
+        gemm(xp, ones, xp.reshape(part, (1, b - a, o * n * p)), out=sums, beta=float(i > 0))
     res = xp.reshape(sums, (o, n) + spatial)
     return xp.transpose(res, (1, 0) + tuple(range(2, res.ndim)))

@@ -313,22 +313,28 @@ def _blas_layout(a: Any) -> tuple[bool, int, int] | None:
     return None
 
 
-def gemm_strided_batched(xp: Any, x3: Any, y3: Any) -> Any:
-    """``x3 @ y3`` for 3-D float16/32/64 arrays of one dtype with one cuBLAS call.
+def gemm_strided_batched(xp: Any, x3: Any, y3: Any, *, out: Any = None,
+                         beta: float = 0.0) -> Any:
+    """``x3 @ y3`` (plus ``beta * out``) for 3-D float16/32/64 arrays of one dtype with one
+    cuBLAS call, into ``out`` if given (a C-contiguous ``(batch, m, n)`` array).
 
-    float16 accumulates in float32 (as cuBLAS and PyTorch do); float32 uses plain FP32
-    (no TF32 unless CuPy's handle was switched to it).
+    The operands are read in their own layouts where cuBLAS can (transposed or broadcast
+    matrices included, see ``_blas_layout``), else copied. float16 accumulates in float32
+    (as cuBLAS and PyTorch do); float32 uses plain FP32 (no TF32 unless CuPy's handle was
+    switched to it).
     """
-    from cupy_backends.cuda.libs import cublas
-
     nb, m, k = x3.shape
     n = y3.shape[2]
     dt = np.dtype(x3.dtype)
-    out = xp.empty((nb, m, n), dtype=dt)
+    if out is None:
+        out = xp.empty((nb, m, n), dtype=dt)
     if out.size == 0:
         return out
     if k == 0:
-        out.fill(0)
+        if beta == 0:
+            out.fill(0)
+        else:
+            out *= beta
         return out
     lx = _blas_layout(x3)
     if lx is None:
@@ -338,21 +344,8 @@ def gemm_strided_batched(xp: Any, x3: Any, y3: Any) -> Any:
     if ly is None:
         y3 = xp.ascontiguousarray(y3)
         ly = _blas_layout(y3)
-    type_name, type_value, compute_name, compute_value, scalar = _GEMM_TYPES[dt]
-    data_type = getattr(xp.cuda.runtime, type_name, type_value)
-    compute = getattr(cublas, compute_name, compute_value)
-    alpha, beta = np.ones((), scalar), np.zeros((), scalar)
-    handle = xp.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, xp.cuda.get_current_stream().ptr)
-    # Row-major out = x @ y is column-major out^T = y^T @ x^T: cuBLAS's A is y, its B is x.
-    # A row-major matrix is its transpose in column-major order (op N), a column-major one
-    # needs op T.
-    cublas.gemmStridedBatchedEx(
-        handle, 0 if ly[0] else 1, 0 if lx[0] else 1, n, m, k,
-        alpha.ctypes.data, y3.data.ptr, data_type, ly[1], ly[2],
-        x3.data.ptr, data_type, lx[1], lx[2],
-        beta.ctypes.data, out.data.ptr, data_type, n, m * n,
-        nb, compute, getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1))
+    _Gemm(xp, dt)(nb, m, n, k, (x3.data.ptr, lx[1], lx[2], not lx[0]),
+                  (y3.data.ptr, ly[1], ly[2], not ly[0]), (out.data.ptr, n, m * n), beta=beta)
     return out
 
 
