@@ -429,25 +429,37 @@ extern "C" __global__ void functx_layer_norm(const T* x, const T* w, const T* b,
         y[off + j] = (x[off + j] - mean) * rstd * w[j * ws] + b[j * bs];
 }
 
-extern "C" __global__ void functx_layer_norm_grad(const T* x, const T* w, const T* g, T* dx,
-                                                  int d, int ws, T eps) {
-    __shared__ T buf[33];
-    const long long off = (long long)blockIdx.x * d;
+// layer_norm_grad's dx of one row (x, g and dx point at the row), statistics recomputed;
+// with pw and pb, also adds the row's g * xhat and g to them, column by column.
+__device__ void functx_layer_norm_grad_row(const T* x, const T* w, const T* g, T* dx, int d,
+                                           int ws, T eps, T* buf, T* pw, T* pb) {
     T mean, rstd;
-    functx_row_stats(x + off, d, eps, buf, &mean, &rstd);
+    functx_row_stats(x, d, eps, buf, &mean, &rstd);
     T s1 = 0, s2 = 0;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        const T gw = g[off + j] * w[j * ws];
+        const T gw = g[j] * w[j * ws];
         s1 += gw;
-        s2 += gw * ((x[off + j] - mean) * rstd);
+        s2 += gw * ((x[j] - mean) * rstd);
     }
     const T m1 = functx_block_sum(s1, buf) / (T)d;
     const T m2 = functx_block_sum(s2, buf) / (T)d;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        const T gw = g[off + j] * w[j * ws];
-        const T xh = (x[off + j] - mean) * rstd;
-        dx[off + j] = rstd * ((gw - m1) - xh * m2);
+        const T gv = g[j];
+        const T xh = (x[j] - mean) * rstd;
+        dx[j] = rstd * ((gv * w[j * ws] - m1) - xh * m2);
+        if (pw != nullptr) {
+            pw[j] += gv * xh;
+            pb[j] += gv;
+        }
     }
+}
+
+extern "C" __global__ void functx_layer_norm_grad(const T* x, const T* w, const T* g, T* dx,
+                                                  int d, int ws, T eps) {
+    __shared__ T buf[33];
+    const long long off = (long long)blockIdx.x * d;
+    functx_layer_norm_grad_row(x + off, w, g + off, dx + off, d, ws, eps, buf, nullptr,
+                               nullptr);
 }
 
 // layer_norm_grad's dx for rows blockIdx.x, blockIdx.x + gridDim.x, ..., and this block's
@@ -465,24 +477,7 @@ extern "C" __global__ void functx_layer_norm_grads(const T* x, const T* w, const
     }
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         const long long off = r * d;
-        T mean, rstd;
-        functx_row_stats(x + off, d, eps, buf, &mean, &rstd);
-        T s1 = 0, s2 = 0;
-        for (int j = threadIdx.x; j < d; j += blockDim.x) {
-            const T gw = g[off + j] * w[j * ws];
-            s1 += gw;
-            s2 += gw * ((x[off + j] - mean) * rstd);
-        }
-        const T m1 = functx_block_sum(s1, buf) / (T)d;
-        const T m2 = functx_block_sum(s2, buf) / (T)d;
-        for (int j = threadIdx.x; j < d; j += blockDim.x) {
-            const T gv = g[off + j];
-            const T gw = gv * w[j * ws];
-            const T xh = (x[off + j] - mean) * rstd;
-            dx[off + j] = rstd * ((gw - m1) - xh * m2);
-            pw[j] += gv * xh;
-            pb[j] += gv;
-        }
+        functx_layer_norm_grad_row(x + off, w, g + off, dx + off, d, ws, eps, buf, pw, pb);
     }
 }
 
