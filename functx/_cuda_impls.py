@@ -820,8 +820,11 @@ def gelu_grad(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
 # logits (and, backward, for ``ct @ v^T``), ONE row kernel (compiled with the row kernels
 # above, one block per row of the logits), and GEMMs for the products with the
 # probabilities. With a causal mask and large logits the queries are cut into blocks of
-# about 128 rows, each with only the keys its rows may see, so that the GEMMs skip most of
-# the masked upper triangle (the blocks add their parts of dk and dv with beta = 1). The row kernels compute
+# _ATTENTION_BLOCK_ROWS rows (at most 8 blocks), each with only the keys its rows may see,
+# so that the GEMMs skip much of the masked upper triangle (the blocks add their parts of
+# dk and dv with beta = 1). Each block costs its own cuBLAS calls, about 15-20 us of host
+# time each: 256 rows was the fastest on an H200 for L = 512 (0.86 ms per forward and
+# backward step, against 1.07 ms with 128 and 1.03 ms unblocked). The row kernels compute
 # scale, soft-cap, bias and the causal mask (from the indices) on the fly in each pass over
 # the row (the row stays in L1/L2), with an online maximum and sum in the first pass. The
 # bias is read through its broadcast strides (up to three collapsed batch dimensions), so a
@@ -830,6 +833,7 @@ def gelu_grad(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
 
 _ATTENTION_SCRATCH_BYTES = 64 << 20
 _ATTENTION_BLOCK_ABOVE = 1 << 22  # logits (N * L * S) from which causal rows are blocked
+_ATTENTION_BLOCK_ROWS = 256  # rows of a causal block (at most 8 blocks)
 
 _ATTENTION_SOURCE = r"""
 // scale * s, soft-capped (cap > 0; t = tanh(scale * s / cap)), plus the bias.
@@ -997,7 +1001,7 @@ def _attention_setup(xp: Any, q: Any, k: Any, v: Any, b: Any, causal: bool,
                      extra: tuple = ()) -> tuple:
     """The compute dtype, sizes, contiguous 3-D ``(N, ., .)`` operands, the bias and its
     layout, the chunk size over N and the row blocks ``(r0, r1, c1)`` of an attention call:
-    with a causal mask and large logits, blocks of about 128 queries, each with the keys
+    with a causal mask and large logits, blocks of about 256 queries, each with the keys
     ``0 .. c1 - 1`` its queries may see (the GEMMs skip most of the masked triangle)."""
     ct = _compute_dtype(q.dtype)
     lead, (L, E), S, Ev = tuple(q.shape[:-2]), q.shape[-2:], k.shape[-2], v.shape[-1]
@@ -1005,7 +1009,8 @@ def _attention_setup(xp: Any, q: Any, k: Any, v: Any, b: Any, causal: bool,
     ops = [xp.ascontiguousarray(a.astype(ct, copy=False)).reshape((N,) + tuple(a.shape[-2:]))
            for a in (q, k, v) + extra]
     bias, layout = _attention_bias(xp, b, lead + (L, S), ct)
-    nblocks = min(8, L // 128) if causal and N * L * S > _ATTENTION_BLOCK_ABOVE else 1
+    nblocks = (min(8, L // _ATTENTION_BLOCK_ROWS)
+               if causal and N * L * S > _ATTENTION_BLOCK_ABOVE else 1)
     if nblocks > 1:
         lb = -(-L // nblocks)
         blocks = [(r0, min(L, r0 + lb), min(S, r0 + lb)) for r0 in range(0, L, lb)]

@@ -292,6 +292,7 @@ def test_fused_attention_kernels_match_the_cpu(split: bool, monkeypatch: Any) ->
     if split:
         monkeypatch.setattr(_cuda_impls, "_ATTENTION_SCRATCH_BYTES", 40_000)
         monkeypatch.setattr(_cuda_impls, "_ATTENTION_BLOCK_ABOVE", 0)
+        monkeypatch.setattr(_cuda_impls, "_ATTENTION_BLOCK_ROWS", 64)
     rng = np.random.default_rng(5)
     B, H, E, Ev = 2, 3, 16, 8
     for L, S in ((37, 300), (40, 7), (256, 100)):
