@@ -651,6 +651,30 @@ def _split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int]
     return dyn_idx, tuple(args[i] for i in dyn_idx)
 
 
+def flat_function(f: Callable, args: tuple, dyn_idx: Sequence[int], in_tree: Any, where: str,
+                  static_kwargs: dict | None = None) -> tuple[Callable, list]:
+    """``f`` as a function of the flat leaves of its dynamic arguments, for ``trace_flat``.
+
+    ``in_tree`` is the structure of ``(dynamic positional arguments, dynamic keyword
+    arguments)``; positions not in ``dyn_idx`` keep their value from ``args``, and
+    ``static_kwargs`` are passed as they are. Returns the flat function and a list that
+    receives the output's tree structure when it runs."""
+    from functx import tree
+
+    out_tree_box: list = []
+
+    def flat_f(*leaves: Any) -> list:
+        d_args, d_kwargs = tree.unflatten(in_tree, list(leaves))
+        full = list(args)
+        for i, a in zip(dyn_idx, d_args):
+            full[i] = a
+        out_leaves, out_tree = tree.flatten(f(*full, **(static_kwargs or {}), **d_kwargs))
+        out_tree_box.append(out_tree)
+        return [_check_leaf(x, where, "the function's output") for x in out_leaves]
+
+    return flat_f, out_tree_box
+
+
 def _check_leaf(x: Any, fname: str, where: str) -> Any:
     if isinstance(x, (Tracer, AbstractArray, np.ndarray, np.generic, bool, int, float, complex)):
         return x
@@ -714,18 +738,7 @@ def _make_tracer_fn(f: Callable, static_argnums: Any, name: str, finish: Callabl
         dyn_idx, dyn_args = _split_static(args, static_argnums)
         leaves, in_tree = tree.flatten((dyn_args, kwargs))
         leaves = [_check_leaf(x, name, "an argument") for x in leaves]
-        out_tree_box = []
-
-        def flat_f(*tracers: Tracer) -> list:
-            d_args, d_kwargs = tree.unflatten(in_tree, list(tracers))
-            full = list(args)
-            for i, a in zip(dyn_idx, d_args):
-                full[i] = a
-            out = f(*full, **d_kwargs)
-            out_leaves, out_tree = tree.flatten(out)
-            out_tree_box.append(out_tree)
-            return [_check_leaf(x, name, "the function's output") for x in out_leaves]
-
+        flat_f, out_tree_box = flat_function(f, args, dyn_idx, in_tree, name)
         trace, _ = trace_flat(flat_f, leaves, name)
         return finish(trace, out_tree_box[0])
 

@@ -41,6 +41,7 @@ from functx.tracing import (
     ConcreteTraceBuilder,
     _check_leaf,
     _split_static,
+    flat_function,
     bind,
     trace_flat,
     user_source,
@@ -99,16 +100,7 @@ def checkpoint(f: Callable, *, policy: Callable | None = None,
         dyn_idx, dyn_args = _split_static(args, static)
         leaves, in_tree = tree.flatten((dyn_args, kwargs))
         leaves = [_check_leaf(x, where, "an argument") for x in leaves]
-        out_tree_box = []
-
-        def flat_f(*tracers: Any) -> list:
-            d_args, d_kwargs = tree.unflatten(in_tree, list(tracers))
-            full = list(args)
-            for i, a in zip(dyn_idx, d_args):
-                full[i] = a
-            out_leaves, out_tree = tree.flatten(f(*full, **d_kwargs))
-            out_tree_box.append(out_tree)
-            return [_check_leaf(x, where, "the function's output") for x in out_leaves]
+        flat_f, out_tree_box = flat_function(f, args, dyn_idx, in_tree, where)
 
         trace, _ = trace_flat(flat_f, leaves, where)
         # Closed-over values become inputs, so an enclosing transform sees them.

@@ -31,7 +31,7 @@ from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, g
                              get_default_device, inputs_device_scope)
 from functx.errors import FunctxError
 from functx.ir import Literal, Trace, abstractify
-from functx.tracing import Tracer, _check_leaf, bind, trace_flat
+from functx.tracing import Tracer, _check_leaf, bind, flat_function, trace_flat
 from functx.transforms.interpret import eval_trace, prune_with_last_uses
 
 __all__ = ["jit"]
@@ -189,7 +189,8 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                               "Static arguments are cache keys: pass tuples instead of "
                               "lists, or make the argument an array (not static).") from None
         if compiled is None:
-            compiled = _compile(f, fname, args, kwargs, static_pos, in_tree, leaves)
+            static_kwargs = {k: v for k, v in kwargs.items() if k in names}
+            compiled = _compile(f, fname, args, static_kwargs, static_pos, in_tree, leaves)
             if not compiled.closes_over_tracers:
                 cache[key] = compiled
         backends_in = {d.platform for d in devices if d is not None}
@@ -213,19 +214,10 @@ def _scalars_as_arrays(leaves: list, avals: tuple, xp: Any) -> list:
             for x, a in zip(leaves, avals)]
 
 
-def _compile(f: Callable, fname: str, args: tuple, kwargs: dict, static_pos: set,
+def _compile(f: Callable, fname: str, args: tuple, static_kwargs: dict, static_pos: set,
              in_tree: Any, leaves: list) -> _Compiled:
-    out_tree_box: list = []
-
-    def flat_f(*tracers: Any) -> list:
-        d_args, d_kwargs = tree.unflatten(in_tree, list(tracers))
-        it = iter(d_args)
-        full = [a if i in static_pos else next(it) for i, a in enumerate(args)]
-        out = f(*full, **{**kwargs, **d_kwargs})
-        out_leaves, out_tree = tree.flatten(out)
-        out_tree_box.append(out_tree)
-        return [_check_leaf(x, fname, "the function's output") for x in out_leaves]
-
+    dyn_idx = [i for i in range(len(args)) if i not in static_pos]
+    flat_f, out_tree_box = flat_function(f, args, dyn_idx, in_tree, fname, static_kwargs)
     with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
         trace, _ = trace_flat(flat_f, leaves, fname)
     return _Compiled(trace, out_tree_box[0])

@@ -23,7 +23,8 @@ from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
 from functx.primitives._batching import to_axis
 from functx.registry import Primitive
-from functx.tracing import _check_leaf, attach_source, bind, trace_flat, user_source
+from functx.tracing import (_check_leaf, attach_source, bind, flat_function, trace_flat,
+                             user_source)
 import functx.tracing as _tracing
 from functx.transforms.interpret import last_uses, prune_with_last_uses
 
@@ -121,14 +122,7 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
     avals, dims, size = _example_avals(fname, leaves, dims, owners, axis_size)
 
     in_tree = tree.structure((args, kwargs))
-    out_tree_box: list = []
-
-    def flat_f(*tracers: Any) -> list:
-        a, kw = tree.unflatten(in_tree, list(tracers))
-        out = f(*a, **kw)
-        out_leaves, out_tree = tree.flatten(out)
-        out_tree_box.append(out_tree)
-        return [_check_leaf(x, fname, "the function's output") for x in out_leaves]
+    flat_f, out_tree_box = flat_function(f, args, range(len(args)), in_tree, fname)
 
     with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
         trace, _ = trace_flat(flat_f, avals, fname)
