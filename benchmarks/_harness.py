@@ -2,10 +2,11 @@
 
 Timings are interleaved in blocks: each round runs every system for a block of consecutive
 repeats, in a rotating order, so slow drifts of a noisy machine (other processes, frequency
-changes) hit all systems alike. Blocks rather than single calls, each after one untimed call,
+changes) hit all systems alike. Blocks rather than single calls, each after a pause and one untimed call,
 because the libraries keep their own BLAS/OpenMP thread pools, whose threads spin for a
-while after a call: alternating libraries call by call makes them fight over the cores and
-measures that fight instead of the libraries.
+while after a call (OpenBLAS's for about 0.1 s): alternating libraries call by call makes
+them fight over the cores and measures that fight instead of the libraries, and so does a
+block that starts while the previous system's threads still spin.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class Timing:
 
 
 def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
-            block: int = 10) -> list[Timing]:
+            block: int = 10, settle: float = 0.25) -> list[Timing]:
     """Time each step function ``repeats`` times after ``warmup`` untimed calls.
 
     Args:
@@ -51,6 +52,8 @@ def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
         warmup: untimed calls per system before timing starts.
         block: consecutive timed calls of one system within a round (each block starts
             with one more untimed call).
+        settle: seconds to pause before each block, for the previous system's spinning
+            threads to go to sleep.
 
     Returns:
         One Timing per system, in the order of ``steps``.
@@ -67,6 +70,7 @@ def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
         n = min(block, repeats - r * block)
         for name in names[k:] + names[:k]:
             step = steps[name]
+            time.sleep(settle)
             step()
             for _ in range(n):
                 t0 = clock()

@@ -9,11 +9,12 @@ Two workloads, float32, each checked against PyTorch's gradients before it is ti
    120 -> 84 -> 10 with relus) on a batch of 64 28 x 28 images, with respect to a dict of
    its ten parameters.
 
-Times are medians of interleaved repeats (see ``_harness.py``) with the 25th-75th
-percentile range. Thread settings are left at their defaults and printed, unless
-``--threads N`` caps PyTorch's intra-op threads, NumPy's BLAS threads (through
-threadpoolctl) and functx's convolution copy threads at N alike. The target is functx
-within 2x of PyTorch's CPU time.
+functx runs eagerly and under ``functx.jit`` (``functx jit``: traced once, then replayed
+without the tracing and bookkeeping of each call). Times are medians of interleaved
+repeats (see ``_harness.py``) with the 25th-75th percentile range. Thread settings are left
+at their defaults and printed, unless ``--threads N`` caps PyTorch's intra-op threads and
+NumPy's BLAS threads (through threadpoolctl) at N alike; functx starts no threads of its
+own. The target is functx within 2x of PyTorch's CPU time.
 
 Usage::
 
@@ -52,9 +53,20 @@ def conv_workload(torch: Any) -> tuple[dict, dict]:
     w = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(32 * 9)).astype(np.float32)
     ct = rng.standard_normal((16, 64, 32, 32)).astype(np.float32)
 
+    def conv(x: Any, w: Any) -> Any:
+        return fnn.conv2d(x, w, padding=1)
+
     def fx_step() -> Any:
-        _, f_vjp = fx.vjp(lambda x, w: fnn.conv2d(x, w, padding=1), x, w)
+        _, f_vjp = fx.vjp(conv, x, w)
         return f_vjp(ct)
+
+    def forward_and_pullback(x: Any, w: Any, ct: Any) -> tuple:
+        out, f_vjp = fx.vjp(conv, x, w)
+        return out, f_vjp(ct)
+
+    # The forward output is returned too, as PyTorch computes it: jit drops unused results,
+    # and the cotangents of a convolution need no forward value.
+    fx_jit = fx.jit(forward_and_pullback)
 
     xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     ctt = torch.tensor(ct)
@@ -63,9 +75,10 @@ def conv_workload(torch: Any) -> tuple[dict, dict]:
         out = torch.nn.functional.conv2d(xt, wt, padding=1)
         return torch.autograd.grad(out, (xt, wt), ctt)
 
-    steps = {"functx": fx_step, "torch": torch_step}
+    steps = {"functx": fx_step, "functx jit": lambda: fx_jit(x, w, ct)[1], "torch": torch_step}
     results = {"functx": lambda r: [np.asarray(v) for v in r],
                "torch": lambda r: [v.numpy() for v in r]}
+    results["functx jit"] = results["functx"]
     return steps, results
 
 
@@ -98,7 +111,8 @@ def lenet_workload(torch: Any) -> tuple[dict, dict]:
     params = lenet_params(rng)
     x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
     y = rng.integers(0, 10, 64)
-    g_fx = fx.grad(lenet_loss(fnn, lambda h: fnp.reshape(h, (h.shape[0], -1))))
+    fx_loss = lenet_loss(fnn, lambda h: fnp.reshape(h, (h.shape[0], -1)))
+    g_fx = fx.grad(fx_loss)
     names = sorted(params)
     pt = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
     xt, yt = torch.tensor(x), torch.tensor(y)
@@ -107,19 +121,28 @@ def lenet_workload(torch: Any) -> tuple[dict, dict]:
     def torch_step() -> Any:
         return dict(zip(names, torch.autograd.grad(loss_t(pt, xt, yt), [pt[k] for k in names])))
 
-    steps = {"functx": lambda: g_fx(params, x, y), "torch": torch_step}
+    # the loss value too, as PyTorch computes it
+    jit_fx = fx.jit(fx.value_and_grad(fx_loss))
+    steps = {"functx": lambda: g_fx(params, x, y), "functx jit": lambda: jit_fx(params, x, y)[1],
+             "torch": torch_step}
     results = {"functx": lambda g: {k: np.asarray(v) for k, v in g.items()},
                "torch": lambda g: {k: v.numpy() for k, v in g.items()}}
+    results["functx jit"] = results["functx"]
     return steps, results
 
 
 def check(results: dict, steps: dict) -> float:
-    """The largest relative difference between functx's and PyTorch's gradients."""
-    got = results["functx"](steps["functx"]())
+    """The largest relative difference between functx's gradients (eager and jit) and
+    PyTorch's."""
     want = results["torch"](steps["torch"]())
-    if isinstance(want, dict):
-        return max(relative_error(got[k], want[k]) for k in want)
-    return max(relative_error(g, w) for g, w in zip(got, want))
+    errors = []
+    for name in ("functx", "functx jit"):
+        got = results[name](steps[name]())
+        if isinstance(want, dict):
+            errors += [relative_error(got[k], want[k]) for k in want]
+        else:
+            errors += [relative_error(g, w) for g, w in zip(got, want)]
+    return max(errors)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,11 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         from threadpoolctl import threadpool_limits
 
-        from functx.primitives import conv as fx_conv
-
         torch.set_num_threads(args.threads)
         limits = threadpool_limits(args.threads)  # kept alive until the end of main
-        fx_conv._THREADS = args.threads
     meter = CpuMeter()
     threads = f", {args.threads} threads each" if args.threads else ""
     report = [f"# functx vs PyTorch: convolutions (CPU, float32{threads})", ""]
@@ -165,12 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         timings = measure(steps, repeats, warmup)
         t = {x.name: x.median for x in timings}
-        ratio = t["functx"] / t["torch"]
         report += [f"## {title}", "", f"Gradients agree with PyTorch's (relative error "
-                   f"{err:.1e}).", "",
-                   markdown_table(timings, "ms", 1e3, "functx"), "",
-                   f"functx ÷ torch: {ratio:.2f} (target <= {TARGET:.1f}: "
-                   f"{'met' if ratio <= TARGET else 'MISSED'})", ""]
+                   f"{err:.1e}).", "", markdown_table(timings, "ms", 1e3, "functx"), ""]
+        for name in ("functx", "functx jit"):
+            ratio = t[name] / t["torch"]
+            report.append(f"{name} ÷ torch: {ratio:.2f} (target <= {TARGET:.1f}: "
+                          f"{'met' if ratio <= TARGET else 'MISSED'})")
+        report.append("")
     report += ["## Environment", "", environment_report({"torch": torch}, ROOT),
                meter.report()]
     print("\n".join(report))

@@ -1,10 +1,10 @@
-"""The CPU convolution's layouts, chunks and threads against the generic implementation.
+"""The CPU convolution's layouts and chunks against the generic implementation.
 
 The CPU rule (``conv._conv_cpu``) picks among several layouts (im2col by kernel or by output
-positions, col2im, and "flat" variants of each), takes large batches in chunks and splits
-its copies and scatter-adds over a thread pool. Every choice is checked here against the
-generic rule (``conv._conv_impl``: one plain im2col or col2im per image) in float64, as
-configured and with every copy forced onto 3 threads and every batch into one-row chunks.
+positions, col2im, and "flat" variants of each) and takes large batches in chunks. Every
+choice is checked here against the generic rule (``conv._conv_impl``: one plain im2col or
+col2im per image) in float64, as configured and with every batch forced into one-row
+chunks.
 """
 from __future__ import annotations
 
@@ -18,13 +18,10 @@ from hypothesis import strategies as st
 from functx.primitives import conv
 
 
-@pytest.fixture(params=["serial", "threads"])
-def threading_mode(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run as configured, or with every copy split over 3 threads and one-row chunks."""
-    if request.param == "threads":
-        monkeypatch.setattr(conv, "_PARALLEL_MIN", 0)
-        monkeypatch.setattr(conv, "_THREADS", 3)
-        monkeypatch.setattr(conv, "_POOL", [])
+@pytest.fixture(params=["as configured", "one-row chunks"])
+def chunking(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run as configured, or with every batch taken one row at a time."""
+    if request.param == "one-row chunks":
         monkeypatch.setattr(conv, "_COLS_BYTES", 1)
     return request.param
 
@@ -62,11 +59,11 @@ def _check(cfg: dict, seed: int = 0, fill: Any = None) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-# (the fixture only sets the threading mode, which holds for every example)
+# (the fixture only sets the chunk size, which holds for every example)
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cfg=conv_configs())
-def test_every_layout_matches_the_generic_rule(cfg: dict, threading_mode: str) -> None:
+def test_every_layout_matches_the_generic_rule(cfg: dict, chunking: str) -> None:
     _check(cfg)
 
 
@@ -86,7 +83,7 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_each_layout_is_taken_and_correct(layout: str, threading_mode: str,
+def test_each_layout_is_taken_and_correct(layout: str, chunking: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     name, lhs_shape, rhs_shape, padding, lhs_dilation = LAYOUTS[layout]
     calls = []

@@ -26,18 +26,17 @@ input channels, as in most input cotangents). Both are written against the array
 interface. The CPU implementation (``_conv_cpu``) makes the same choice with CPU-specific
 layouts: the batch joins the matrix product's columns (one large product rather than one
 per image), the windows are copied from one strided view, unit-stride convolutions work on
-"flat" rows (long contiguous runs), and the copies and scatter-adds run on a few threads
-with their temporaries in per-thread scratch buffers.
+"flat" rows (long contiguous runs), and temporaries live in per-thread scratch buffers.
+The copies and scatter-adds run on the calling thread; only the products use the BLAS
+library's threads (see the note above ``_gather_cpu``).
 """
 from __future__ import annotations
 
 import functools
 import itertools
 import math
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -181,43 +180,7 @@ def _chunks(n: int, row_bytes: int, most: int | None = None) -> list[tuple[int, 
     return [(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-def _serial(fn: Callable, m: int, c: int, work: int) -> None:
-    """Run ``fn(rows, channels)`` once over everything (the generic implementation)."""
-    fn(slice(None), slice(None))
-
-
-def _split(n: int, parts: int) -> list[slice]:
-    bounds = [n * i // parts for i in range(parts + 1)]
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
-_POOL: list = []
-# Copies are bound by memory bandwidth, which 4 threads mostly use; more fight the BLAS
-# library's own (spinning) threads and were slower on a 16-core machine.
-_THREADS = min(os.cpu_count() or 1, 4)
-_PARALLEL_MIN = 1 << 18  # elements below which threads cost more than they save
-
-
-def _threaded(fn: Callable, m: int, c: int, work: int) -> None:
-    """Run ``fn(rows, channels)`` over a partition of the rows (or of the channels, when
-    there are fewer rows than threads) on a thread pool.
-
-    NumPy releases the GIL while it copies and adds, so the window copies and scatter-adds
-    of the CPU implementation use every core, as the matrix products do.
-    """
-    if _THREADS == 1 or work < _PARALLEL_MIN or max(m, c) == 1:
-        return fn(slice(None), slice(None))
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(_THREADS, thread_name_prefix="functx-conv"))
-    if m >= _THREADS or m >= c:
-        parts = [(rows, slice(None)) for rows in _split(m, _THREADS)]
-    else:
-        parts = [(slice(None), chans) for chans in _split(c, _THREADS)]
-    for f in [_POOL[0].submit(fn, *part) for part in parts]:
-        f.result()
-
-
-def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups, each=_serial):
+def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups):
     """The convolution of an already padded (and dilated) ``x``: im2col, then one matmul."""
     n, c = x.shape[:2]
     o, cg = w.shape[:2]
@@ -231,14 +194,10 @@ def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups, each=_seria
         m = b - a
         if by_kernel:  # cols[n, c, *k, *y] = x[n, c, y * s + k * r]
             cols = _scratch(xp, (m, c) + kernel + spatial, x.dtype, "cols")
-
-            def fill(rows, chans):
-                for k in itertools.product(*map(range, kernel)):
-                    cols[(rows, chans) + k] = xs[(rows, chans) + tuple(
-                        slice(ki * r, ki * r + (yn - 1) * s + 1, s)
-                        for ki, r, yn, s in zip(k, rhs_dilation, spatial, strides))]
-
-            each(fill, m, c, cols.size)
+            for k in itertools.product(*map(range, kernel)):
+                cols[(slice(None), slice(None)) + k] = xs[(slice(None), slice(None)) + tuple(
+                    slice(ki * r, ki * r + (yn - 1) * s + 1, s)
+                    for ki, r, yn, s in zip(k, rhs_dilation, spatial, strides))]
             if groups == 1:
                 xp.matmul(xp.reshape(w, (o, cg * kk)), xp.reshape(cols, (m, c * kk, p)),
                           out=xp.reshape(out[a:b], (m, o, p)))
@@ -248,14 +207,10 @@ def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups, each=_seria
                           out=xp.reshape(out[a:b], (m, groups, og, p)))
         else:  # cols[n, *y, c, *k] = x[n, c, y * s + k * r]
             cols = _scratch(xp, (m,) + spatial + (c,) + kernel, x.dtype, "cols")
-
-            def fill(rows, chans):
-                for y in itertools.product(*map(range, spatial)):
-                    cols[(rows,) + y + (chans,)] = xs[(rows, chans) + tuple(
-                        slice(yi * s, yi * s + (kn - 1) * r + 1, r)
-                        for yi, s, kn, r in zip(y, strides, kernel, rhs_dilation))]
-
-            each(fill, m, c, cols.size)
+            for y in itertools.product(*map(range, spatial)):
+                cols[(slice(None),) + y] = xs[(slice(None), slice(None)) + tuple(
+                    slice(yi * s, yi * s + (kn - 1) * r + 1, r)
+                    for yi, s, kn, r in zip(y, strides, kernel, rhs_dilation))]
             # One product with the batch folded into the rows (few output positions, many
             # kernel positions: the weight gradient's shape).
             if groups == 1:
@@ -292,8 +247,7 @@ def _scatter_plans(kernel, in_sizes, spatial, padding, lhs_dilation, rhs_dilatio
     return plans
 
 
-def _scatter_conv(xp, x, w, out_shape, padding, lhs_dilation, rhs_dilation, groups,
-                  each=_serial):
+def _scatter_conv(xp, x, w, out_shape, padding, lhs_dilation, rhs_dilation, groups):
     """A unit-stride convolution of the ``lhs_dilation``-dilated ``x`` without forming it.
 
     Input element ``x[i]`` sits at ``lo + i * D`` of the dilated, padded input, so kernel
@@ -316,13 +270,8 @@ def _scatter_conv(xp, x, w, out_shape, padding, lhs_dilation, rhs_dilation, grou
         prod = _scratch(xp, (m, groups, og * kk, pi), x.dtype, "cols")
         xp.matmul(wk, xp.reshape(x[a:b], (m, groups, cg, pi)), out=prod)
         prod = xp.reshape(prod, (m, o) + tuple(kernel) + tuple(in_sizes))
-        target = out[a:b]
-
-        def scatter(rows, chans):
-            for k, src, dst in plans:
-                target[(rows, chans) + dst] += prod[(rows, chans) + k + src]
-
-        each(scatter, m, o, prod.size)
+        for k, src, dst in plans:
+            out[(slice(a, b), slice(None)) + dst] += prod[(slice(None), slice(None)) + k + src]
     return out
 
 
@@ -339,7 +288,7 @@ def _scatters(lhs, rhs, out_shape, window_strides, dilated: bool) -> bool:
 
 
 def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-               feature_group_count, each=_serial):
+               feature_group_count):
     out_shape = (lhs.shape[0], rhs.shape[0]) + out_spatial(
         lhs.shape[2:], rhs.shape[2:], window_strides, padding, lhs_dilation, rhs_dilation)
     if lhs.size == 0 or rhs.size == 0 or math.prod(out_shape) == 0:
@@ -347,11 +296,11 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
     dilated = any(d > 1 for d in lhs_dilation)
     if _scatters(lhs, rhs, out_shape, window_strides, dilated):
         return _scatter_conv(xp, lhs, rhs, out_shape, padding, lhs_dilation, rhs_dilation,
-                             feature_group_count, each)
+                             feature_group_count)
     if dilated:
         lhs = _lhs_dilated(xp, lhs, lhs_dilation)
     return _gather_conv(xp, _padded(xp, lhs, padding), rhs, out_shape, window_strides,
-                        rhs_dilation, feature_group_count, each)
+                        rhs_dilation, feature_group_count)
 
 
 # -- the CPU implementation ------------------------------------------------------------------
@@ -361,9 +310,16 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
 # cols[C * K, N * P] (or, with more kernel than output positions, the rows: cols[N * P,
 # C * K]), one product per chunk of the batch, then one transposing copy into [N, O, P];
 # the col2im multiplies [O * K, C] by the whole batch's x[C, N * P] alike. The window
-# copies come from one strided view (one copy, not one per kernel position), unit-stride
-# convolutions work on flat rows (below), and copies and scatter-adds run on the thread
-# pool.
+# copies come from one strided view (one copy, not one per kernel position) and unit-stride
+# convolutions work on flat rows (below).
+#
+# The copies and scatter-adds run on the calling thread. Threads of our own for them were
+# measured (bench_conv's three convolutions on a 16-core host, interleaved, medians) no
+# faster at 2 threads (24.0 against 23.6 ms) and 2.5x slower at 16 (39 against 16 ms): the
+# BLAS library's threads spin for a while after each product and take the cores. So did
+# giving each thread whole images with the BLAS library single-threaded meanwhile
+# (conv2d 21.5 against 19.8 ms at 16 threads, LeNet 25.5 against 17.2): the threads then
+# contend for the interpreter lock between their NumPy calls.
 
 # Products up to about this many multiply-adds run through BLAS's small-matrix kernels
 # (OpenBLAS: no packing), which made the few-channel convolutions of small networks 2x
@@ -388,14 +344,6 @@ def _windows_view(x: np.ndarray, kernel: Sequence[int], spatial: Sequence[int],
         + tuple(t * r for t, r in zip(st, rhs_dilation)), writeable=False)
 
 
-def _copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[...] = src``, split over the first two axes on the thread pool."""
-    def put(rows, chans):
-        dst[rows, chans] = src[rows, chans]
-
-    _threaded(put, dst.shape[0], dst.shape[1], dst.size)
-
-
 def _gather_cpu(x, w, out_shape, strides, rhs_dilation, groups):
     """:func:`_gather_conv` with the batch in the product's columns (or rows)."""
     n, c = x.shape[:2]
@@ -407,22 +355,17 @@ def _gather_cpu(x, w, out_shape, strides, rhs_dilation, groups):
     dt = x.dtype
     view = _windows_view(x, kernel, spatial, strides, rhs_dilation)
     ys, ks = tuple(range(2, 2 + nd)), tuple(range(2 + nd, 2 + 2 * nd))
-    mid = (slice(None),) * nd
     out = np.empty(out_shape, dtype=dt)
     if kk <= p:  # cols[c, *k, n, *y]: batch and output positions are the columns
         for a, b in _chunks(n, c * kk * p * dt.itemsize, _small_rows(og * cg * kk * p)):
             m = b - a
             src = view[a:b].transpose((1,) + ks + (0,) + ys)
             cols = _scratch(np, (c,) + kernel + (m,) + spatial, dt, "cols")
-
-            def fill(rows, chans):
-                cols[(chans,) + mid + (rows,)] = src[(chans,) + mid + (rows,)]
-
-            _threaded(fill, m, c, cols.size)
+            np.copyto(cols, src)
             res = _scratch(np, (groups, og, m * p), dt, "res")
             np.matmul(np.reshape(w, (groups, og, cg * kk)),
                       cols.reshape(groups, cg * kk, m * p), out=res)
-            _copy(out[a:b].reshape(m, o, p), res.reshape(o, m, p).transpose(1, 0, 2))
+            np.copyto(out[a:b].reshape(m, o, p), res.reshape(o, m, p).transpose(1, 0, 2))
         return out
     # cols[n, *y, c, *k]: batch and output positions are the rows (the weight cotangent's
     # shape: few output positions, many kernel positions)
@@ -430,20 +373,16 @@ def _gather_cpu(x, w, out_shape, strides, rhs_dilation, groups):
         m = b - a
         src = view[a:b].transpose((0,) + ys + (1,) + ks)
         cols = _scratch(np, (m,) + spatial + (c,) + kernel, dt, "cols")
-
-        def fill(rows, chans):
-            cols[(rows,) + mid + (chans,)] = src[(rows,) + mid + (chans,)]
-
-        _threaded(fill, m, c, cols.size)
+        np.copyto(cols, src)
         if groups == 1:
             res = _scratch(np, (m * p, o), dt, "res")
             np.matmul(cols.reshape(m * p, c * kk), np.reshape(w, (o, c * kk)).T, out=res)
-            _copy(out[a:b].reshape(m, o, p), res.reshape(m, p, o).transpose(0, 2, 1))
+            np.copyto(out[a:b].reshape(m, o, p), res.reshape(m, p, o).transpose(0, 2, 1))
         else:
             res = _scratch(np, (groups, m * p, og), dt, "res")
             np.matmul(cols.reshape(m * p, groups, cg * kk).transpose(1, 0, 2),
                       np.reshape(w, (groups, og, cg * kk)).transpose(0, 2, 1), out=res)
-            _copy(out[a:b].reshape(m, groups, og, p),
+            np.copyto(out[a:b].reshape(m, groups, og, p),
                   res.reshape(groups, m, p, og).transpose(1, 0, 3, 2))
     return out
 
@@ -468,19 +407,16 @@ def _scatter_cpu(x, w, out_shape, padding, lhs_dilation, rhs_dilation, groups):
             xt = x[a]
         else:
             xt = _scratch(np, (c, m) + in_sizes, dt, "xt")
-            _copy(xt, x[a:b].swapaxes(0, 1))
+            np.copyto(xt, x[a:b].swapaxes(0, 1))
         prod = _scratch(np, (groups, og * kk, m * pi), dt, "cols")
         np.matmul(wk, np.reshape(xt, (groups, cg, m * pi)), out=prod)
         prod = prod.reshape((o,) + kernel + (m,) + in_sizes)
         acc = _scratch(np, (o, m) + spatial, dt, "acc")
-
-        def scatter(rows, chans):
-            acc[chans, rows] = 0
-            for k, src, dst in plans:
-                acc[(chans, rows) + dst] += prod[(chans,) + k + (rows,) + src]
-
-        _threaded(scatter, m, o, prod.size)
-        _copy(out[a:b].reshape(m, o, p), acc.reshape(o, m, p).transpose(1, 0, 2))
+        acc[...] = 0
+        for k, src, dst in plans:
+            acc[(slice(None), slice(None)) + dst] += prod[(slice(None),) + k + (slice(None),)
+                                                          + src]
+        np.copyto(out[a:b].reshape(m, o, p), acc.reshape(o, m, p).transpose(1, 0, 2))
     return out
 
 
@@ -523,7 +459,7 @@ def _flat_padded(x, padding, reach: int) -> np.ndarray:
         padded[before + (slice(0, lo),)] = 0
         padded[before + (slice(size - hi, size),)] = 0
     buf[n * c * plane:] = 0
-    _copy(padded[(slice(None), slice(None)) + tuple(
+    np.copyto(padded[(slice(None), slice(None)) + tuple(
         slice(lo, size - hi) for (lo, hi), size in zip(pads, sizes))], x)
     return buf
 
@@ -556,22 +492,17 @@ def _gather_flat(x, w, out_shape, padding, rhs_dilation, groups):
         buf, (n, c) + kernel + (run,), (c * plane * item, plane * item)
         + tuple(r * t * item for r, t in zip(rhs_dilation, pitch)) + (item,), writeable=False)
     out = np.empty(out_shape, dtype=dt)
-    mid = (slice(None),) * nd
     keep = (slice(None),) * 3 + tuple(slice(0, y) for y in spatial[1:])
     for a, b in _chunks(n, c * kk * run * item, _small_rows(og * cg * kk * run)):
         m = b - a
         src = view[a:b].transpose((1,) + tuple(range(2, 2 + nd)) + (0, 2 + nd))
         cols = _scratch(np, (c,) + kernel + (m, run), dt, "cols")
-
-        def fill(rows, chans):
-            cols[(chans,) + mid + (rows,)] = src[(chans,) + mid + (rows,)]
-
-        _threaded(fill, m, c, cols.size)
+        np.copyto(cols, src)
         res = _scratch(np, (groups, og, m * run), dt, "res")
         np.matmul(np.reshape(w, (groups, og, cg * kk)), cols.reshape(groups, cg * kk, m * run),
                   out=res)
         res = res.reshape((o, m, spatial[0]) + sizes[1:])[keep]
-        _copy(out[a:b], res.swapaxes(0, 1))
+        np.copyto(out[a:b], res.swapaxes(0, 1))
     return out
 
 
@@ -606,21 +537,17 @@ def _scatter_flat(x, w, out_shape, padding, rhs_dilation, groups):
         xt = _scratch(np, (c, m, in_sizes[0]) + tuple(sizes[1:]), dt, "xt")
         for i in range(1, nd):
             xt[(slice(None),) * (2 + i) + (slice(in_sizes[i], None),)] = 0
-        _copy(xt[(slice(None),) * 3 + tuple(slice(0, i) for i in in_sizes[1:])],
+        np.copyto(xt[(slice(None),) * 3 + tuple(slice(0, i) for i in in_sizes[1:])],
               x[a:b].swapaxes(0, 1))
         prod = _scratch(np, (groups, og * kk, m * run), dt, "cols")
         np.matmul(wk, xt.reshape(groups, cg, m * run), out=prod)
         prod = prod.reshape(o, kk, m, run)
         acc = _scratch(np, (o, m, total), dt, "acc")
-
-        def scatter(rows, chans):
-            acc[chans, rows] = 0
-            for k, at in enumerate(offsets):
-                acc[chans, rows, at:at + run] += prod[chans, k, rows]
-
-        _threaded(scatter, m, o, prod.size)
+        acc[...] = 0
+        for k, at in enumerate(offsets):
+            acc[:, :, at:at + run] += prod[:, k]
         sums = acc[:, :, :math.prod(sizes)].reshape((o, m) + tuple(sizes))[keep]
-        _copy(out[a:b], sums.swapaxes(0, 1))
+        np.copyto(out[a:b], sums.swapaxes(0, 1))
     return out
 
 
