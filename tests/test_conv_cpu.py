@@ -71,8 +71,11 @@ def test_every_layout_matches_the_generic_rule(cfg: dict, chunking: str) -> None
 # padding, lhs_dilation).
 LAYOUTS = {
     "im2col, flat rows": ("_gather_flat", (4, 3, 12, 12), (5, 3, 3, 3), ((1, 1), (1, 1)), (1, 1)),
-    "col2im, flat rows": ("_scatter_flat", (4, 6, 10, 10), (2, 6, 3, 3), ((1, 1), (1, 1)),
+    # the last kernel axis gathered (few input channels per output channel) or not
+    "col2im, flat rows": ("_scatter_flat", (4, 12, 10, 10), (2, 12, 3, 3), ((1, 1), (1, 1)),
                           (1, 1)),
+    "col2im, flat rows, last axis gathered": ("_scatter_flat", (4, 6, 10, 10), (2, 6, 3, 3),
+                                              ((1, 1), (2, 0)), (1, 1)),
     "col2im, dilated input": ("_scatter_cpu", (4, 6, 5, 5), (2, 6, 3, 3), ((2, 2), (2, 2)),
                               (2, 2)),
     "im2col by kernel positions": ("_gather_cpu", (4, 3, 4, 4), (8, 3, 3, 3), ((2, 2), (2, 2)),
