@@ -1,12 +1,13 @@
 """``scaled_dot_product_attention``: torch.nn.functional's signature and semantics, plus
 an additive ``bias`` and logit soft-capping.
 
-Without dropout (``dropout_p == 0``, the usual case, and evaluation) and for float32 and
-float64 operands, the attention is ONE fused primitive,
+Without dropout (``dropout_p == 0``, the usual case, and evaluation) and for float16,
+float32 and float64 operands, the attention is ONE fused primitive,
 ``functx.primitives.attention.dot_product_attention`` (cuBLAS GEMMs and one fused row
-kernel per pass on CUDA). Its backward pass keeps only the primitive's inputs (query, key,
-value as broadcast, and the bias and mask folded into one additive bias of their broadcast
-shape, never expanded to the scores' shape) and recomputes the probabilities from them, so
+kernel per pass on CUDA; float16 computes in float32 and is rounded once, at the end). Its
+backward pass keeps only the primitive's inputs (query, key, value as broadcast, and the
+bias and mask folded into one additive bias of their broadcast shape, never expanded to
+the scores' shape) and recomputes the probabilities from them, so
 nothing of size ``L * S`` is kept between the forward and the backward pass, whatever
 ``recompute`` says (the backward pass costs one more ``query @ key^T`` product; its
 ``(..., L, S)`` scratch arrays exist only inside the primitive's implementation, on CUDA
@@ -14,8 +15,8 @@ in chunks of the batch of at most 64 MiB each, and with a causal mask in blocks 
 rows that skip most of the masked triangle). Every transform works through it: its
 derivatives of every order, its forward mode and its batching rule are registered with it.
 
-With dropout (``dropout_p > 0``), or other dtypes (float16, bfloat16), the attention is a
-composite of functx operations (two matmuls around a stable softmax), and ``recompute``
+With dropout (``dropout_p > 0``), or other dtypes (bfloat16, or operands whose dtypes do
+not promote to one of those three), the attention is a composite of functx operations (two matmuls around a stable softmax), and ``recompute``
 chooses the memory of its backward pass:
 
 * ``recompute=False`` (default): the backward pass keeps the attention probabilities and
@@ -118,7 +119,7 @@ def _check_shapes(q: Any, k: Any, v: Any, enable_gqa: bool) -> tuple[Any, Any]:
     return k, v
 
 
-_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_FUSED_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _fused(q: Any, k: Any, v: Any, mask: Any, b: Any, dtype: np.dtype, factor: float,
@@ -180,8 +181,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
        same key gives the same mask, so recomputation reproduces it);
     7. ``probabilities @ value``.
 
-    Memory (see the module docstring): without dropout, for float32 and float64 operands,
-    the attention is one fused primitive whose backward pass keeps no ``(..., L, S)``
+    Memory (see the module docstring): without dropout, for float16, float32 and float64
+    operands, the attention is one fused primitive whose backward pass keeps no ``(..., L, S)``
     array, whatever ``recompute`` says. With dropout (or other dtypes) it is a composite:
     with ``recompute=False`` the backward pass keeps the ``(..., L, S)`` probabilities and
     softmax intermediates; with ``recompute=True`` it keeps no ``(..., L, S)`` array
@@ -203,8 +204,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         bias: None or a float array broadcasting to ``(..., L, S)``, added to the scores.
         softcap: None or a positive float, the cap of the logits.
         dropout_key: a functx.random key for dropout; required when ``dropout_p > 0``.
-        recompute: for the composite path (dropout, or dtypes other than float32 and
-            float64): keep nothing of size ``L * S`` for the backward pass and recompute it
+        recompute: for the composite path (dropout, or dtypes other than float16, float32
+            and float64): keep nothing of size ``L * S`` for the backward pass and recompute it
             there (memory-lean backward); default False (keep the probabilities). The
             fused path (every other call) is memory-lean either way and ignores it.
 

@@ -34,8 +34,10 @@ composite. Batching: the leading dimensions are batch dimensions, so a batch axi
 them passes through; otherwise it moves to the front of ``q``, ``k``, ``v`` (and ``ct``),
 unbatched ones are broadcast, and a batched bias gets unit axes to broadcast against them.
 
-The CPU implementation is the same algorithm in NumPy (float arithmetic in the input's
-dtype); on CUDA float16 computes in float32.
+The CPU implementation is the same algorithm in NumPy. On both backends float16 operands
+compute in float32 and the results are rounded to float16 once, at the end (as PyTorch's
+fused float16 attention accumulates in float32); float32 and float64 compute in their own
+dtype.
 """
 from __future__ import annotations
 
@@ -164,14 +166,24 @@ def _sum_to(xp: Any, a: Any, shape: tuple[int, ...]) -> Any:
     return xp.reshape(xp.sum(a, axis=axes) if axes else a.copy(), shape)
 
 
+def _in_compute_dtype(*arrays: Any) -> tuple:
+    """The operands in the dtype the implementations compute in: float16 as float32."""
+    if np.dtype(arrays[0].dtype) != np.float16:
+        return arrays
+    return tuple(a.astype(np.float32) for a in arrays)
+
+
 def _attention_impl(xp, q, k, v, b, *, scale, causal, softcap):
+    dt = np.dtype(q.dtype)
+    q, k, v, b = _in_compute_dtype(q, k, v, b)
     with np.errstate(invalid="ignore", over="ignore"):
         s, _ = _logits(xp, q, k, b, scale, causal, softcap, False)
-        return xp.matmul(_softmax_rows(xp, s), v).astype(q.dtype, copy=False)
+        return xp.matmul(_softmax_rows(xp, s), v).astype(dt, copy=False)
 
 
 def _attention_grad_impl(xp, q, k, v, b, ct, *, scale, causal, softcap, bias_grad):
     dt = np.dtype(q.dtype)
+    q, k, v, b, ct = _in_compute_dtype(q, k, v, b, ct)
     with np.errstate(invalid="ignore", over="ignore"):
         s, t = _logits(xp, q, k, b, scale, causal, softcap, True)
         p = _softmax_rows(xp, s)
@@ -184,9 +196,9 @@ def _attention_grad_impl(xp, q, k, v, b, ct, *, scale, causal, softcap, bias_gra
             t *= t
             ds *= xp.subtract(1, t, out=t)
         dq = xp.matmul(ds, k)
-        dq *= dt.type(scale)
+        dq *= q.dtype.type(scale)
         dk = xp.matmul(xp.swapaxes(ds, -1, -2), q)
-        dk *= dt.type(scale)
+        dk *= q.dtype.type(scale)
     outs = (dq, dk, dv) + ((db,) if bias_grad else ())
     return tuple(o.astype(dt, copy=False) for o in outs)
 
