@@ -2,11 +2,11 @@
 
 Timings are interleaved in blocks: each round runs every system for a block of consecutive
 repeats, in a rotating order, so slow drifts of a noisy machine (other processes, frequency
-changes) hit all systems alike. Blocks rather than single calls, each after a pause and one untimed call,
-because the libraries keep their own BLAS/OpenMP thread pools, whose threads spin for a
-while after a call (OpenBLAS's for about 0.1 s): alternating libraries call by call makes
-them fight over the cores and measures that fight instead of the libraries, and so does a
-block that starts while the previous system's threads still spin.
+changes) hit all systems alike. Blocks rather than single calls, each after a pause and one
+untimed call, because the libraries keep their own BLAS/OpenMP thread pools, whose threads
+spin for a while after a call (OpenBLAS's for about 0.1 s): alternating libraries call by
+call makes them fight over the cores and measures that fight instead of the libraries, and
+so does a block that starts while the previous system's threads still spin.
 """
 from __future__ import annotations
 

@@ -16,8 +16,9 @@ rows that skip most of the masked triangle). Every transform works through it: i
 derivatives of every order, its forward mode and its batching rule are registered with it.
 
 With dropout (``dropout_p > 0``), or other dtypes (bfloat16, or operands whose dtypes do
-not promote to one of those three), the attention is a composite of functx operations (two matmuls around a stable softmax), and ``recompute``
-chooses the memory of its backward pass:
+not promote to one of those three), the attention is a composite of functx operations
+(two matmuls around a stable softmax), and ``recompute`` chooses the memory of its
+backward pass:
 
 * ``recompute=False`` (default): the backward pass keeps the attention probabilities and
   the other ``(..., L, S)`` intermediates of the softmax (several arrays of the scores'

@@ -383,7 +383,7 @@ def _gather_cpu(x, w, out_shape, strides, rhs_dilation, groups):
             np.matmul(cols.reshape(m * p, groups, cg * kk).transpose(1, 0, 2),
                       np.reshape(w, (groups, og, cg * kk)).transpose(0, 2, 1), out=res)
             np.copyto(out[a:b].reshape(m, groups, og, p),
-                  res.reshape(groups, m, p, og).transpose(1, 0, 3, 2))
+                      res.reshape(groups, m, p, og).transpose(1, 0, 3, 2))
     return out
 
 
@@ -515,7 +515,8 @@ def _scatter_flat(x, w, out_shape, padding, rhs_dilation, groups):
     runs over (last-axis kernel position, input channel) pairs, against one copy of ``x``
     per last-axis position, each shifted by one kernel step, and only the other kernel
     positions are scatter-added. For a 3x3 kernel that is 3 copies and 3 adds instead of 9
-    adds: a copy costs a third of an add, and the product is no larger.
+    adds (a copy cost about a quarter of an add on the machines measured), and the product
+    is no larger: the input gradient of bench_conv's convolution went from 6.6 to 5.5 ms.
     """
     n, c = x.shape[:2]
     o, cg = w.shape[:2]
@@ -533,11 +534,16 @@ def _scatter_flat(x, w, out_shape, padding, rhs_dilation, groups):
     # one more row: the extra input columns (zeros) of the last row land past the end
     total = (sizes[0] + 1) * pitch[0]
     last, last_r = kernel[-1], rhs_dilation[-1]
+    # Gather when the copies (last * c per column) cost less than the adds they save
+    # ((last - 1) * other kernel positions * o per column), an add counting double.
     gathered = last if 1 < last and last * c <= 2 * (last - 1) * (kk // last) * o else 1
     # Each image's columns are followed (and the first preceded) by `lead` zeros: the
     # shifted copies read them where the input ends.
     lead = (gathered - 1) * last_r
     step = run + lead
+    # The kernel positions scatter-added. Gathered, each stands for its whole last-axis row
+    # and adds at the offset of the row's last position: the product's columns start `lead`
+    # before each image's input, as that position's copy is shifted by `lead`.
     scattered = list(itertools.product(*map(range, kernel[:-1]),
                                        range(last) if gathered == 1 else (last - 1,)))
     offsets = [sum((mg + lo - ki * r) * t for mg, lo, ki, r, t
