@@ -36,10 +36,11 @@ from tests.test_primitive_rules import Call, cotangent_like, draw_rng, random_li
 
 B = sys.modules["functx.backends"]
 DEVICE_NAME = os.environ.get("FUNCTX_TEST_DEVICE", "cuda")
-if DEVICE_NAME == "fakegpu":  # the module object pytest collected, if it did
-    import importlib
+if DEVICE_NAME == "fakegpu":
+    # Under the name pytest imports it by (tests/ is on sys.path, with no __init__.py), so
+    # that the collected test_backends module, its FakeArray and its fixture are this one.
+    import test_backends as _fake
 
-    _fake = sys.modules.get("test_backends") or importlib.import_module("tests.test_backends")
     B.register_backend(_fake.FAKE)
 AVAILABLE = DEVICE_NAME in B.backends()
 pytestmark = pytest.mark.skipif(
