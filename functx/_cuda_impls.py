@@ -989,12 +989,31 @@ class _Gemm:
 
     def __call__(self, nb: int, m: int, n: int, k: int, x: tuple, y: tuple, c: tuple,
                  alpha: float = 1.0, beta: float = 0.0) -> None:
-        a, b = np.full((), alpha, self.scalar), np.full((), beta, self.scalar)
         dt = self.data_type
+        a, b = _host_scalar(self.scalar, alpha), _host_scalar(self.scalar, beta)
         # Row-major C = X @ Y is column-major C^T = Y^T @ X^T (see gemm_strided_batched).
-        self.call(self.handle, int(y[3]), int(x[3]), n, m, k, a.ctypes.data, y[0], dt, y[1],
-                  y[2], x[0], dt, x[1], x[2], b.ctypes.data, c[0], dt, c[1], c[2], nb,
-                  self.compute, self.algo)
+        self.call(self.handle, int(y[3]), int(x[3]), n, m, k, a[1], y[0], dt, y[1], y[2], x[0],
+                  dt, x[1], x[2], b[1], c[0], dt, c[1], c[2], nb, self.compute, self.algo)
+
+
+# (dtype, value) -> (array, its address): cuBLAS's alpha and beta live in host memory (its
+# default pointer mode), read during the call. A GEMM site uses a few values (1, 0, the
+# attention's scale), so each array is made once; making two per call cost about 5 us of
+# host time per GEMM, in steps bound by host time.
+_HOST_SCALARS: dict = {}
+
+
+def _host_scalar(dtype: Any, value: float) -> tuple[np.ndarray, int]:
+    """A host scalar of ``dtype`` holding ``value``, and its address (hold the pair while
+    the address is in use: the cache may drop its own reference)."""
+    key = (dtype, value)
+    hit = _HOST_SCALARS.get(key)
+    if hit is None:
+        if len(_HOST_SCALARS) > 256:  # many distinct scales: start over
+            _HOST_SCALARS.clear()
+        arr = np.full((), value, dtype)
+        hit = _HOST_SCALARS[key] = (arr, arr.ctypes.data)
+    return hit
 
 
 def _attention_setup(xp: Any, q: Any, k: Any, v: Any, b: Any, causal: bool,
