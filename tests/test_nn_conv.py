@@ -272,24 +272,6 @@ def test_max_pool_ties_send_gradient_to_first_maximum(fn: str) -> None:
                         lambda x: getattr(F, fn)(x, *args, return_indices=True), (x,), 0)
 
 
-@pytest.mark.parametrize("fn, args", [("max_pool2d", (3, 2, 1)), ("adaptive_max_pool2d", (3,)),
-                                      ("max_pool1d", (70, 35))])
-def test_max_pool_takes_the_last_nan_like_torch(fn: str, args: tuple) -> None:
-    """A window holding NaN gives NaN at the position of its LAST NaN (PyTorch's kernels
-    take every NaN as the new maximum), in the indices and in the gradient; a window of
-    70 positions takes the wider integer scores."""
-    rng = np.random.default_rng(3)
-    if fn == "max_pool1d":
-        x = rng.standard_normal((2, 3, 140))
-        x[x > 1.0] = np.nan  # most windows hold several NaNs
-        x[0, 0, :70] = 0.5  # and one window of ties only
-    else:
-        x = rng.standard_normal((1, 2, 6, 6))
-        x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[0, 0, 2, 1] = np.nan
-    check_against_torch(lambda x: getattr(fnn, fn)(x, *args, return_indices=True),
-                        lambda x: getattr(F, fn)(x, *args, return_indices=True), (x,), 0)
-
-
 def test_float32_results_keep_their_dtype() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
