@@ -8,10 +8,12 @@ Example:
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
 from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
 from functx import checkpoint_policies, nn, random, tree
+# functx.backends is the module and is callable: fx.backends() lists the backends (see the
+# end of functx/backends/__init__.py).
+from functx import backends
 from functx.backends import (
     Backend,
     Device,
-    backends,
     default_device,
     device_of,
     device_put,

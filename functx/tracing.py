@@ -308,6 +308,11 @@ class Tracer:
     def imag(self): return _fnp.imag(self)
 
 
+# The device functions (functx.backends, a lower layer) look through tracers and refuse them
+# in device_put / to_numpy; they learn the tracer type here.
+backends.register_tracer_type(Tracer, lambda t: t._value)
+
+
 def _leak_error(t: Tracer) -> TracerLeakError:
     b = t._builder
     return TracerLeakError(

@@ -20,10 +20,9 @@ import numpy as np
 import pytest
 
 import functx as fx
+import functx.backends as B
 import functx.numpy as fnp
 from functx.errors import DeviceError, DTypeError, FunctxError
-
-B = sys.modules["functx.backends"]  # functx.backends is also the name of a function
 
 
 # -- a fake device ------------------------------------------------------------------------------
@@ -133,6 +132,22 @@ def test_device_strings_are_parsed_and_checked() -> None:
         B.as_device("cuda:x")
     with pytest.raises(TypeError, match="Expected a device"):
         B.as_device(3)
+
+
+def test_functx_backends_is_the_module_and_lists_the_backends_when_called() -> None:
+    """``import functx.backends`` gives the module (the package's function of the same name
+    used to shadow it), and ``fx.backends()`` still lists the backends."""
+    import functx.backends as fb
+    from functx import backends
+
+    assert isinstance(fb, types.ModuleType) and fb is sys.modules["functx.backends"]
+    assert fx.backends is fb and backends is fb
+    assert fb.get_backend is fx.get_backend and fb.Device is fx.Device
+    listed = fx.backends()
+    assert type(listed) is dict and listed["cpu"] is fb.CPU
+    assert listed == fb.backends() and set(listed) == {d.platform for d in fx.devices()}
+    listed.pop("cpu")
+    assert "cpu" in fx.backends()  # a copy each call
 
 
 @pytest.mark.skipif("cuda" in B._BACKENDS, reason="CUDA is available on this machine")

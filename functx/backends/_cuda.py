@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from functx.backends import Backend
+
 
 class _PeakTracker:
     """Wraps CuPy's allocator and keeps the high-water mark of the pool's bytes in use."""
@@ -35,8 +37,6 @@ class _PeakTracker:
 
 def make_backend(cupy: Any, count: int) -> Any:
     """The CUDA :class:`functx.backends.Backend` for ``count`` GPUs."""
-    from functx.backends import Backend
-
     runtime = cupy.cuda.runtime
     pool = cupy.get_default_memory_pool()
     tracker: list[_PeakTracker] = []

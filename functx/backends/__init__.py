@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
+import types
 from typing import Any, Callable, Iterator
 
 import attrs
 import numpy as np
 
+from functx import ir, tree
 from functx.errors import DeviceError, DTypeError, FunctxError
 
 
@@ -134,8 +137,6 @@ MIXED = Backend(name="mixed", xp=None, array_types=(), to_host=np.asarray,
 
 def register_backend(backend: Backend) -> None:
     """Add a backend (the CUDA backend registers itself this way when CuPy sees a GPU)."""
-    from functx import ir
-
     _BACKENDS[backend.name] = backend
     for t in backend.array_types:
         _BY_TYPE[t] = backend
@@ -183,6 +184,41 @@ def backend_of(x: Any) -> Backend | None:
     if isinstance(x, np.ndarray):
         return CPU
     return None
+
+
+# ----------------------------------------------------------------------------------------
+# Traced values: a hook that functx.tracing registers
+#
+# backends sits below tracing, so it cannot import the tracer class. functx.tracing
+# registers it here when it is imported; device_of then looks through tracers to the
+# values they carry, and device_put / to_numpy refuse traced values. Until then (backends
+# imported on its own) there are no tracers, and nothing is a traced value.
+
+_tracer_type: type | None = None
+
+
+def _no_value(x: Any) -> Any:
+    return None
+
+
+_tracer_value: Callable[[Any], Any] = _no_value
+
+
+def register_tracer_type(tracer_type: type, value_of: Callable[[Any], Any]) -> None:
+    """Tell the device functions which type is a traced value (called by functx.tracing).
+
+    Args:
+        tracer_type: the exact type of traced values (``functx.Tracer``; subclasses are not
+            looked for).
+        value_of: returns the value a tracer carries: an array, another tracer (nested
+            transforms), or None where the value is abstract.
+
+    Example:
+        >>> register_tracer_type(Tracer, lambda t: t._value)   # in functx/tracing.py
+    """
+    global _tracer_type, _tracer_value
+    _tracer_type = tracer_type
+    _tracer_value = value_of
 
 
 # ----------------------------------------------------------------------------------------
@@ -269,10 +305,8 @@ def devices(platform: str | None = None) -> list[Device]:
 def device_of(x: Any) -> Device | None:
     """The device an array lives on (tracers are looked through to the value they carry);
     None for Python scalars and values whose device is not known (abstract tracers)."""
-    from functx.tracing import Tracer
-
-    while type(x) is Tracer:
-        x = x._value
+    while type(x) is _tracer_type:
+        x = _tracer_value(x)
     b = backend_of(x)
     if b is None:
         return None
@@ -349,9 +383,7 @@ def default_device(device: Any) -> Iterator[Device]:
 
 
 def _check_not_traced(x: Any, fname: str) -> None:
-    from functx.tracing import Tracer
-
-    if type(x) is Tracer:
+    if type(x) is _tracer_type:
         raise FunctxError(
             f"{fname} got a traced {x.aval} value. Moving values between devices inside a "
             "transformed function is not supported: move the arrays before calling the "
@@ -359,9 +391,7 @@ def _check_not_traced(x: Any, fname: str) -> None:
 
 
 def _put_leaf(x: Any, dev: Device) -> Any:
-    from functx.tracing import Tracer
-
-    if type(x) is Tracer:
+    if type(x) is _tracer_type:
         if device_of(x) == dev:
             return x
         _check_not_traced(x, "device_put")
@@ -412,8 +442,6 @@ def device_put(x: Any, device: Any = None) -> Any:
         >>> x = fx.device_put(np.ones(3), "cuda")   # a cupy.ndarray
         >>> params = fx.device_put({"w": w, "b": b}, fx.devices("cuda")[0])
     """
-    from functx import tree
-
     dev = get_default_device() if device is None else as_device(device)
     return tree.map(lambda leaf: _put_leaf(leaf, dev), x)
 
@@ -428,8 +456,6 @@ def to_numpy(x: Any) -> Any:
     Example:
         >>> grads_host = fx.to_numpy(fx.grad(loss)(params_gpu, X_gpu, Y_gpu))
     """
-    from functx import tree
-
     def leaf(v: Any) -> Any:
         _check_not_traced(v, "to_numpy")
         b = backend_of(v)
@@ -484,10 +510,8 @@ def from_dlpack(x: Any) -> Any:
 
 
 def _describe(a: Any, b: Backend) -> str:
-    from functx.ir import abstractify
-
     try:
-        aval = str(abstractify(a))
+        aval = str(ir.abstractify(a))
     except Exception:  # pragma: no cover - only for the message
         aval = type(a).__name__
     return f"{aval} on {b.name}:{b.device_id(a) if b is not CPU else 0}"
@@ -622,7 +646,9 @@ def _register_cuda() -> None:
     if count <= 0:
         _CUDA_STATUS = "CuPy sees no GPU"
         return
-    from functx import _cuda
+    # Imported here: only where CuPy sees a GPU, and after Backend above exists (the module
+    # imports it from this package).
+    from functx.backends import _cuda
 
     register_backend(_cuda.make_backend(cupy, count))
     _CUDA_STATUS = f"CuPy {cupy.__version__} sees {count} GPU(s)"
@@ -634,3 +660,25 @@ def cuda_status() -> str:
 
 
 _register_cuda()
+
+
+# ----------------------------------------------------------------------------------------
+# functx.backends is also a function
+#
+# The public API has a function ``functx.backends()`` (the available backends by name),
+# and this module is ``functx.backends`` too. With a plain module one of them shadows the
+# other as the attribute ``backends`` of the package: the function made
+# ``import functx.backends as fb`` give the function, not this module. So the module itself
+# is callable: ``functx.backends`` is this module, and ``functx.backends()`` calls
+# :func:`backends`.
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`backends`."""
+
+    def __call__(self) -> dict[str, Backend]:
+        """The available backends by name; ``"cpu"`` is always there."""
+        return backends()
+
+
+sys.modules[__name__].__class__ = _CallableModule
