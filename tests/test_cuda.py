@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import sys
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import pytest
 from hypothesis import Phase, given, settings, strategies as st
 
 import functx as fx
+import functx.backends as B
 import functx.numpy as fnp
 from functx import tree
 from functx.errors import DeviceError, DTypeError
@@ -34,7 +34,6 @@ from functx.primitives import linalg as la
 from tests.specs import PrimSpec, all_specs
 from tests.test_primitive_rules import Call, cotangent_like, draw_rng, random_like, with_args
 
-B = sys.modules["functx.backends"]
 DEVICE_NAME = os.environ.get("FUNCTX_TEST_DEVICE", "cuda")
 if DEVICE_NAME == "fakegpu":
     # Under the name pytest imports it by (tests/ is on sys.path, with no __init__.py), so
@@ -287,13 +286,13 @@ def test_fused_attention_kernels_match_the_cpu(split: bool, monkeypatch: Any) ->
     strides, -inf entries (fully masked rows), causal masks with L < S and L > S, soft-caps
     and the bias's cotangent; with ``split`` the batch is cut into several chunks and causal
     queries into row blocks (as for large logits)."""
-    from functx import _cuda_impls
     from functx.primitives import attention as att
+    from functx.primitives.cuda import attention as cuda_att
 
     if split:
-        monkeypatch.setattr(_cuda_impls, "_ATTENTION_SCRATCH_BYTES", 40_000)
-        monkeypatch.setattr(_cuda_impls, "_ATTENTION_BLOCK_ABOVE", 0)
-        monkeypatch.setattr(_cuda_impls, "_ATTENTION_BLOCK_ROWS", 64)
+        monkeypatch.setattr(cuda_att, "_ATTENTION_SCRATCH_BYTES", 40_000)
+        monkeypatch.setattr(cuda_att, "_ATTENTION_BLOCK_ABOVE", 0)
+        monkeypatch.setattr(cuda_att, "_ATTENTION_BLOCK_ROWS", 64)
     rng = np.random.default_rng(5)
     B, H, E, Ev = 2, 3, 16, 8
     for L, S in ((37, 300), (40, 7), (256, 100)):

@@ -105,3 +105,21 @@ def shape_of(x: Any) -> tuple[int, ...]:
 def ndim_of(x: Any) -> int:
     """The rank of an array, a tracer or a Python scalar (see :func:`shape_of`)."""
     return len(x.shape) if hasattr(x, "shape") else np.ndim(x)
+
+
+def dilated_size(n: int, d: int) -> int:
+    """The size of an axis of ``n`` elements with ``d - 1`` holes between neighbours."""
+    return 0 if n == 0 else (n - 1) * d + 1
+
+
+def out_spatial(in_sizes: Sequence[int], kernel: Sequence[int], window_strides: Sequence[int],
+                padding: Sequence[tuple[int, int]], lhs_dilation: Sequence[int],
+                rhs_dilation: Sequence[int]) -> tuple[int, ...]:
+    """The spatial sizes of a convolution's output (0 where the padded input is shorter than
+    the kernel); see functx/primitives/conv.py for the parameters."""
+    out = []
+    for n, k, s, (lo, hi), ld, rd in zip(in_sizes, kernel, window_strides, padding,
+                                          lhs_dilation, rhs_dilation):
+        span = dilated_size(n, ld) + lo + hi - dilated_size(k, rd)
+        out.append(span // s + 1 if span >= 0 else 0)
+    return tuple(out)

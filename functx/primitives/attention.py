@@ -3,10 +3,10 @@
 Written as composites, attention takes a dozen primitives (two matmuls, the scaling, the
 soft-cap, the mask, a stable softmax) whose VJPs keep several ``(..., L, S)`` arrays from
 the forward pass to the backward pass. As two primitives it takes, on CUDA, cuBLAS batched
-GEMMs around ONE fused row kernel per pass (``functx._cuda_impls``), and the backward pass
-keeps nothing of the scores' size: only the inputs (FlashAttention's memory, without even
-the per-row log-sum-exp: the backward row kernel recomputes each row's maximum and sum
-on chip, which costs no pass over memory).
+GEMMs around ONE fused row kernel per pass (``functx.primitives.cuda.attention``), and the
+backward pass keeps nothing of the scores' size: only the inputs (FlashAttention's memory,
+without even the per-row log-sum-exp: the backward row kernel recomputes each row's maximum
+and sum on chip, which costs no pass over memory).
 
 * ``dot_product_attention(q, k, v, bias, *, scale, causal, softcap)`` is
   ``softmax(s) @ v`` over the last axis with the logits
@@ -41,18 +41,19 @@ dtype.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
 
-from functx import _cuda_impls
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import add_tangents, batch_size, moveaxis, to_front
 from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
+from functx.primitives.cuda import attention as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -118,7 +119,7 @@ def _attention_grad_aval(q, k, v, b, ct, *, scale, causal, softcap, bias_grad):
     return outs + ((AbstractArray(tuple(b.shape), dt),) if bias_grad else ())
 
 
-# -- implementations (NumPy, and CuPy where functx._cuda_impls has no kernel) -------------------
+# -- implementations (NumPy, and CuPy where functx.primitives.cuda has no kernel) -------------
 
 # The arrays of the logits' shape are made once and then updated in place (each is fresh),
 # so that a call holds at most three of them at a time.
@@ -206,12 +207,15 @@ def _attention_grad_impl(xp, q, k, v, b, ct, *, scale, causal, softcap, bias_gra
 dot_product_attention_p = Primitive("dot_product_attention")
 dot_product_attention_p.def_abstract_eval(_attention_aval)
 dot_product_attention_p.def_impl(_attention_impl)
-dot_product_attention_p.def_impl(_cuda_impls.dot_product_attention, backend="cuda")
+dot_product_attention_p.def_impl(
+    functools.partial(_cuda.dot_product_attention, fallback=_attention_impl), backend="cuda")
 
 dot_product_attention_grad_p = Primitive("dot_product_attention_grad", multiple_results=True)
 dot_product_attention_grad_p.def_abstract_eval(_attention_grad_aval)
 dot_product_attention_grad_p.def_impl(_attention_grad_impl)
-dot_product_attention_grad_p.def_impl(_cuda_impls.dot_product_attention_grad, backend="cuda")
+dot_product_attention_grad_p.def_impl(
+    functools.partial(_cuda.dot_product_attention_grad, fallback=_attention_grad_impl),
+    backend="cuda")
 
 
 # -- the same formulas in composite functx operations (for the derivative rules) --------------

@@ -40,35 +40,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from functx import _cuda_conv
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray, abstractify
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import moveaxis
-from functx.primitives._util import ndim_of, same_dtypes
+from functx.primitives._util import dilated_size, ndim_of, out_spatial, same_dtypes
+from functx.primitives.cuda import conv as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
 
 # Largest column buffer one matrix product works on (bytes); bigger batches go in chunks.
 _COLS_BYTES = 1 << 27
-
-
-def _dilated(n: int, d: int) -> int:
-    """The size of an axis of ``n`` elements with ``d - 1`` holes between neighbours."""
-    return 0 if n == 0 else (n - 1) * d + 1
-
-
-def out_spatial(in_sizes: Sequence[int], kernel: Sequence[int], window_strides: Sequence[int],
-                padding: Sequence[tuple[int, int]], lhs_dilation: Sequence[int],
-                rhs_dilation: Sequence[int]) -> tuple[int, ...]:
-    """The output's spatial sizes (0 where the padded input is shorter than the kernel)."""
-    out = []
-    for n, k, s, (lo, hi), ld, rd in zip(in_sizes, kernel, window_strides, padding,
-                                          lhs_dilation, rhs_dilation):
-        span = _dilated(n, ld) + lo + hi - _dilated(k, rd)
-        out.append(span // s + 1 if span >= 0 else 0)
-    return tuple(out)
 
 
 # -- the shape rule --------------------------------------------------------------------------
@@ -114,7 +97,7 @@ def _conv_aval(lhs: AbstractArray, rhs: AbstractArray, *, window_strides: tuple,
     if any(k < 1 for k in rhs.shape[2:]):
         raise ShapeError(f"{name}: the kernel's spatial sizes must be positive but rhs is {rhs}.")
     for i, (size, (lo, hi), ld) in enumerate(zip(lhs.shape[2:], padding, lhs_dilation)):
-        if _dilated(size, ld) + lo + hi < 0:
+        if dilated_size(size, ld) + lo + hi < 0:
             raise ShapeError(f"{name}: padding {(lo, hi)} of spatial axis {i} crops more than "
                              f"the (dilated) input {lhs} holds.")
     spatial = out_spatial(lhs.shape[2:], rhs.shape[2:], window_strides, padding, lhs_dilation,
@@ -167,7 +150,7 @@ def _padded(xp: Any, x: Any, padding: Sequence[tuple[int, int]]) -> Any:
 
 def _lhs_dilated(xp: Any, x: Any, lhs_dilation: Sequence[int]) -> Any:
     """``x`` with ``d - 1`` zeros between neighbours on its spatial axes."""
-    shape = x.shape[:2] + tuple(_dilated(n, d) for n, d in zip(x.shape[2:], lhs_dilation))
+    shape = x.shape[:2] + tuple(dilated_size(n, d) for n, d in zip(x.shape[2:], lhs_dilation))
     out = xp.zeros(shape, dtype=x.dtype)
     out[(slice(None), slice(None)) + tuple(slice(None, None, d) for d in lhs_dilation)] = x
     return out
@@ -615,9 +598,9 @@ def _conv_cpu(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilati
 
 conv_general_dilated_p.def_impl(_conv_impl)
 conv_general_dilated_p.def_impl(_conv_cpu, backend="cpu")
-# On CUDA, im2col/col2im kernels and cuBLAS GEMMs (functx/_cuda_conv.py; the generic rule
-# where those plans do not apply).
-conv_general_dilated_p.def_impl(functools.partial(_cuda_conv.conv_general_dilated,
+# On CUDA, im2col/col2im kernels and cuBLAS GEMMs (functx/primitives/cuda/conv.py; the
+# generic rule where those plans do not apply).
+conv_general_dilated_p.def_impl(functools.partial(_cuda.conv_general_dilated,
                                                   fallback=_conv_impl), backend="cuda")
 
 
@@ -652,9 +635,9 @@ def _conv_vjp(ct, ins, out, *, window_strides, padding, lhs_dilation, rhs_dilati
     kernel, in_sizes, out_sizes = rhs.shape[2:], lhs.shape[2:], ct.shape[2:]
     nd = len(kernel)
     spatial_axes = tuple(range(2, 2 + nd))
-    kd = [_dilated(k, r) for k, r in zip(kernel, rhs_dilation)]
-    ld = [_dilated(i, d) for i, d in zip(in_sizes, lhs_dilation)]
-    od = [_dilated(y, s) for y, s in zip(out_sizes, window_strides)]
+    kd = [dilated_size(k, r) for k, r in zip(kernel, rhs_dilation)]
+    ld = [dilated_size(i, d) for i, d in zip(in_sizes, lhs_dilation)]
+    od = [dilated_size(y, s) for y, s in zip(out_sizes, window_strides)]
     empty = math.prod(ct.shape) == 0 or math.prod(lhs.shape) == 0 or math.prod(rhs.shape) == 0
     ct_lhs = ct_rhs = None
     if needs[0]:
@@ -774,8 +757,8 @@ def _string_padding(mode: str, in_sizes: Sequence[int], kernel: Sequence[int],
                          f"of (low, high) pairs, but got {mode!r}.")
     pads = []
     for n, k, s, ld, rd in zip(in_sizes, kernel, strides, lhs_dilation, rhs_dilation):
-        n = _dilated(n, ld)
-        total = max((-(-n // s) - 1) * s + _dilated(k, rd) - n, 0)
+        n = dilated_size(n, ld)
+        total = max((-(-n // s) - 1) * s + dilated_size(k, rd) - n, 0)
         pads.append((total // 2, total - total // 2))
     return tuple(pads)
 

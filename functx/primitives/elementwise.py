@@ -32,7 +32,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from functx import _cuda_impls
 from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives import reduction as _red
@@ -45,6 +44,7 @@ from functx.primitives._batching import (
     unary_batch,
 )
 from functx.primitives._util import broadcast_shapes, fmt, is_float, same_dtypes, shape_of
+from functx.primitives.cuda import elementwise as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -844,7 +844,7 @@ def _exp_neg_square(x: Any) -> Any:
 
 
 erf_p = unary("erf", _erf_impl, "float")
-erf_p.def_impl(_cuda_impls.erf, backend="cuda")  # CUDA's erf: no boolean-mask indexing
+erf_p.def_impl(_cuda.erf, backend="cuda")  # CUDA's erf: no boolean-mask indexing
 erf_p.def_vjp(lambda ct, ins, out: (
     mul(ct, mul(scalar(ct, 2 / math.sqrt(math.pi)), _exp_neg_square(ins[0]))),),
     save_inputs=(0,))

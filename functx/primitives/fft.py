@@ -37,6 +37,7 @@ Rules (the primitive is linear, so they are exact):
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -49,6 +50,7 @@ from functx.primitives import complex as _cx
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._util import shape_of
+from functx.primitives.cuda import fft as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -131,20 +133,10 @@ def _fft_impl(xp, x, *, fft_type, fft_lengths):
     return out if out.dtype == dt else out.astype(dt)
 
 
-@fft_p.def_impl(backend="cuda")
-def _fft_cuda(xp, x, *, fft_type, fft_lengths):
-    """cuFFT refuses an empty batch (NumPy returns an empty result) and gets irfft of
-    length 1 wrong; both are handled here, the rest goes to the generic implementation."""
-    if x.size == 0:
-        out = _fft_aval(AbstractArray(tuple(x.shape), np.dtype(x.dtype), False),
-                        fft_type=fft_type, fft_lengths=fft_lengths)
-        return xp.zeros(out.shape, out.dtype)
-    if fft_type == "irfft" and fft_lengths[-1] == 1:
-        # cuFFT's C2R transform of length 1 is wrong; irfft of one bin is its real part.
-        k = len(fft_lengths)
-        y = x if k == 1 else xp.fft.ifftn(x, axes=tuple(range(x.ndim - k, x.ndim - 1)))
-        return xp.ascontiguousarray(y.real).astype(_cx.real_dtype_of(x.dtype), copy=False)
-    return _fft_impl(xp, x, fft_type=fft_type, fft_lengths=fft_lengths)
+# On CUDA, the generic implementation except where cuFFT differs from NumPy (an empty
+# batch, irfft of length 1): functx/primitives/cuda/fft.py.
+fft_p.def_impl(functools.partial(_cuda.fft, fallback=_fft_impl, abstract_eval=_fft_aval),
+               backend="cuda")
 
 
 def _bin_weights(like: Any, n: int, self_conjugate: float, other: float) -> Any:

@@ -3,7 +3,7 @@
 Written as composites of elementwise primitives these take one kernel launch and one pass
 over memory per operation (a dozen for a layer norm's forward and backward); as primitives
 they take one or two, on the CPU through NumPy and on CUDA through the kernels of
-``functx._cuda_impls``. Every one has every rule, written with functx operations:
+``functx.primitives.cuda.fused``. Every one has every rule, written with functx operations:
 
 * ``layer_norm(x, weight, bias, *, eps)`` normalises over the LAST axis of ``x``:
   ``xhat * weight + bias`` with ``xhat = (x - mean) / sqrt(var + eps)`` (biased variance,
@@ -45,7 +45,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx import _cuda_impls
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
@@ -54,6 +53,7 @@ from functx.primitives import shape as _shape
 from functx.primitives._batching import (add_tangents, batch_size, broadcast_to_shape,
                                          moveaxis, to_front, unary_batch)
 from functx.primitives._util import ndim_of, same_dtypes, shape_of
+from functx.primitives.cuda import fused as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -159,14 +159,14 @@ def _ln_grad_impl(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> Any:
 layer_norm_p = Primitive("layer_norm")
 layer_norm_p.def_abstract_eval(_ln_aval)
 layer_norm_p.def_impl(_ln_impl)
-layer_norm_p.def_impl(_cuda_impls.layer_norm, backend="cuda")
+layer_norm_p.def_impl(_cuda.layer_norm, backend="cuda")
 
 layer_norm_grad_p = Primitive("layer_norm_grad")
 layer_norm_grad_p.def_abstract_eval(
     lambda x, w, g, *, eps: (_check_layer_norm_operands("layer_norm_grad", x, w, ("g", g)),
                              AbstractArray(x.shape, x.dtype))[1])
 layer_norm_grad_p.def_impl(_ln_grad_impl)
-layer_norm_grad_p.def_impl(_cuda_impls.layer_norm_grad, backend="cuda")
+layer_norm_grad_p.def_impl(_cuda.layer_norm_grad, backend="cuda")
 
 
 def _normalized(x: Any, eps: float) -> Any:
@@ -304,7 +304,7 @@ def _ln_grads_impl(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> tuple:
 layer_norm_grads_p = Primitive("layer_norm_grads", multiple_results=True)
 layer_norm_grads_p.def_abstract_eval(_ln_grads_aval)
 layer_norm_grads_p.def_impl(_ln_grads_impl)
-layer_norm_grads_p.def_impl(_cuda_impls.layer_norm_grads, backend="cuda")
+layer_norm_grads_p.def_impl(_cuda.layer_norm_grads, backend="cuda")
 
 
 def _ln_grads_composite(x: Any, w: Any, g: Any, eps: float) -> tuple:
@@ -420,7 +420,7 @@ def _axis_batch(prim: Primitive):
 softmax_p = Primitive("softmax")
 softmax_p.def_abstract_eval(_softmax_aval("softmax"))
 softmax_p.def_impl(_softmax_impl)
-softmax_p.def_impl(_cuda_impls.softmax, backend="cuda")
+softmax_p.def_impl(_cuda.softmax, backend="cuda")
 softmax_p.def_vjp(lambda ct, ins, out, *, axis: (
     _ew.mul(out, _ew.sub(ct, _sum_keep(_ew.mul(ct, out), axis))),), save_output=True)
 softmax_p.def_jvp(lambda tangents, primals, out, *, axis: None if tangents[0] is None else
@@ -430,7 +430,7 @@ softmax_p.def_batch(_axis_batch(softmax_p))
 log_softmax_p = Primitive("log_softmax")
 log_softmax_p.def_abstract_eval(_softmax_aval("log_softmax"))
 log_softmax_p.def_impl(_log_softmax_impl)
-log_softmax_p.def_impl(_cuda_impls.log_softmax, backend="cuda")
+log_softmax_p.def_impl(_cuda.log_softmax, backend="cuda")
 log_softmax_p.def_vjp(lambda ct, ins, out, *, axis: (
     bind(log_softmax_grad_p, out, ct, axis=axis),), save_output=True)
 log_softmax_p.def_jvp(lambda tangents, primals, out, *, axis: None if tangents[0] is None else
@@ -461,7 +461,7 @@ def _log_softmax_grad_impl(xp: Any, y: Any, g: Any, *, axis: int) -> Any:
 log_softmax_grad_p = Primitive("log_softmax_grad")
 log_softmax_grad_p.def_abstract_eval(_log_softmax_grad_aval)
 log_softmax_grad_p.def_impl(_log_softmax_grad_impl)
-log_softmax_grad_p.def_impl(_cuda_impls.log_softmax_grad, backend="cuda")
+log_softmax_grad_p.def_impl(_cuda.log_softmax_grad, backend="cuda")
 
 
 @log_softmax_grad_p.def_vjp(save_inputs=(0, 1), selective=True)
@@ -576,7 +576,7 @@ def _gelu_second(x: Any, approximate: str) -> Any:
 gelu_p = Primitive("gelu")
 gelu_p.def_abstract_eval(_gelu_aval)
 gelu_p.def_impl(_gelu_impl)
-gelu_p.def_impl(_cuda_impls.gelu, backend="cuda")
+gelu_p.def_impl(_cuda.gelu, backend="cuda")
 gelu_p.def_vjp(lambda ct, ins, out, *, approximate: (
     bind(gelu_grad_p, ins[0], ct, approximate=approximate),), save_inputs=(0,))
 gelu_p.def_jvp(lambda tangents, primals, out, *, approximate: None if tangents[0] is None
@@ -586,7 +586,7 @@ gelu_p.def_batch(unary_batch(gelu_p))
 gelu_grad_p = Primitive("gelu_grad")
 gelu_grad_p.def_abstract_eval(_gelu_grad_aval)
 gelu_grad_p.def_impl(_gelu_grad_impl)
-gelu_grad_p.def_impl(_cuda_impls.gelu_grad, backend="cuda")
+gelu_grad_p.def_impl(_cuda.gelu_grad, backend="cuda")
 
 
 @gelu_grad_p.def_vjp(save_inputs=(0, 1), selective=True)

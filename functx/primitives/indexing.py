@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from functx import _cuda_impls
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import batch_at, batch_size, instantiate, linear_jvp
 from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
+from functx.primitives.cuda import indexing as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -158,7 +158,7 @@ def _scatter_add_impl(xp, x, indices, updates, *, axis):
     return out
 
 
-scatter_add_p.def_impl(_cuda_impls.scatter_add, backend="cuda")  # atomics, per dtype
+scatter_add_p.def_impl(_cuda.scatter_add, backend="cuda")  # atomics, per dtype
 
 
 @scatter_add_p.def_vjp(save_inputs=(1,))
@@ -221,7 +221,7 @@ def _scatter_impl(xp, x, indices, updates, *, axis):
     return out
 
 
-scatter_p.def_impl(_cuda_impls.scatter, backend="cuda")  # last write wins, as in NumPy
+scatter_p.def_impl(_cuda.scatter, backend="cuda")  # last write wins, as in NumPy
 
 
 @scatter_p.def_vjp(save_inputs=(1,))
@@ -309,7 +309,7 @@ def _take_along_impl(xp, x, indices, *, axis):
 take_along_p = Primitive("take_along")
 take_along_p.def_abstract_eval(_take_along_aval)
 take_along_p.def_impl(_take_along_impl)
-take_along_p.def_impl(_cuda_impls.take_along, backend="cuda")
+take_along_p.def_impl(_cuda.take_along, backend="cuda")
 take_along_p.def_vjp(lambda ct, ins, out, *, axis: (
     put_along(ins[1], ct, axis=axis, size=ins[0].shape[axis]), None), save_inputs=(1,))
 take_along_p.def_jvp(linear_jvp(take_along_p))
@@ -368,7 +368,7 @@ def _put_along_impl(xp, indices, updates, *, axis, size):
 put_along_p = Primitive("put_along")
 put_along_p.def_abstract_eval(_put_along_aval)
 put_along_p.def_impl(_put_along_impl)
-put_along_p.def_impl(_cuda_impls.put_along, backend="cuda")
+put_along_p.def_impl(_cuda.put_along, backend="cuda")
 put_along_p.def_vjp(lambda ct, ins, out, *, axis, size: (
     None, take_along(ct, ins[0], axis=axis)), save_inputs=(0,))
 put_along_p.def_jvp(lambda tangents, primals, out, *, axis, size: None if tangents[1] is None

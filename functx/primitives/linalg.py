@@ -12,12 +12,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from functx import _cuda_impls
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import shape as _shape
 from functx.primitives._batching import add_tangents
 from functx.primitives._util import ndim_of, same_dtypes
+from functx.primitives.cuda import linalg as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -103,7 +103,7 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers):
 
 
 # CUDA: cuBLAS strided-batched GEMM on the operands' own layouts (no float16 upcast copy).
-dot_general_p.def_impl(_cuda_impls.dot_general, backend="cuda")
+dot_general_p.def_impl(_cuda.dot_general, backend="cuda")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from functx import _cuda_impls
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
@@ -40,6 +39,7 @@ from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import add_tangents, batch_at, batch_size, moveaxis
 from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
+from functx.primitives.cuda import nll as _cuda
 from functx.primitives.indexing import put_along, put_one_per_row, take_along
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -138,13 +138,13 @@ def _nll_grad_impl(xp: Any, t: Any, w: Any, g: Any, *, axis: int, size: int,
 class_nll_p = Primitive("class_nll")
 class_nll_p.def_abstract_eval(_nll_aval)
 class_nll_p.def_impl(_nll_impl)
-class_nll_p.def_impl(functools.partial(_cuda_impls.class_nll, fallback=_nll_impl),
+class_nll_p.def_impl(functools.partial(_cuda.class_nll, fallback=_nll_impl),
                      backend="cuda")
 
 class_nll_grad_p = Primitive("class_nll_grad")
 class_nll_grad_p.def_abstract_eval(_nll_grad_aval)
 class_nll_grad_p.def_impl(_nll_grad_impl)
-class_nll_grad_p.def_impl(functools.partial(_cuda_impls.class_nll_grad,
+class_nll_grad_p.def_impl(functools.partial(_cuda.class_nll_grad,
                                             fallback=_nll_grad_impl), backend="cuda")
 
 

@@ -1,4 +1,5 @@
-"""CUDA implementation of ``conv_general_dilated``: im2col/col2im kernels and cuBLAS GEMMs.
+"""CUDA implementation of ``conv_general_dilated`` (functx/primitives/conv.py): im2col/col2im
+kernels and cuBLAS GEMMs.
 
 The generic rule (functx/primitives/conv.py) builds its column buffers with one strided
 copy per kernel (or output) position and adds its products back with one strided
@@ -34,13 +35,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from functx._cuda_impls import gemm_strided_batched as gemm
+from functx.primitives._util import out_spatial
+from functx.primitives.cuda._kernels import CTYPE, raw_function
+from functx.primitives.cuda.linalg import gemm_strided_batched as gemm
 
 # Largest column (or product) buffer of one chunk, in bytes.
 _CHUNK_BYTES = 1 << 28
 _INT_MAX = 2**31 - 1
-_MODULES: dict[Any, Any] = {}
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 _SOURCE = r"""
 typedef CTYPE T;
@@ -133,11 +134,7 @@ extern "C" __global__ void functx_col2im(
 
 
 def _function(xp: Any, name: str, dtype: Any) -> Any:
-    dt = np.dtype(dtype)
-    module = _MODULES.get(dt)
-    if module is None:
-        module = _MODULES[dt] = xp.RawModule(code=_SOURCE.replace("CTYPE", _CTYPE[dt]))
-    return module.get_function(name)
+    return raw_function(xp, _SOURCE, name, np.dtype(dtype))
 
 
 def _block(inner: int) -> tuple[int, int]:
@@ -188,8 +185,6 @@ def conv_general_dilated(xp: Any, lhs: Any, rhs: Any, *, window_strides: tuple,
     implementation, used where these plans do not apply."""
     params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
                   rhs_dilation=rhs_dilation, feature_group_count=feature_group_count)
-    from functx.primitives.conv import out_spatial
-
     nd = lhs.ndim - 2
     dt = np.dtype(lhs.dtype)
     n, c = lhs.shape[:2]
@@ -201,7 +196,7 @@ def conv_general_dilated(xp: Any, lhs: Any, rhs: Any, *, window_strides: tuple,
     kk, p, pin = math.prod(kernel), math.prod(spatial), math.prod(in_sizes)
     dilated = any(d > 1 for d in lhs_dilation)
     sizes = (lhs.size, rhs.size, math.prod(out_shape), c * kk * p, o * kk * pin)
-    if (feature_group_count != 1 or dt not in _CTYPE or not 1 <= nd <= 3 or min(sizes) == 0
+    if (feature_group_count != 1 or dt not in CTYPE or not 1 <= nd <= 3 or min(sizes) == 0
             or max(sizes) > _INT_MAX or max(n * c * kk, n * o, c * n * p) > _INT_MAX
             or any(s % lhs.itemsize for s in lhs.strides)):
         return fallback(xp, lhs, rhs, **params)
