@@ -4,7 +4,9 @@ A :class:`Backend` says which array module implements a device kind's arrays, ho
 arrays to and from the host, how to synchronise and how to read memory use. The backend of
 an array is read from its type (``numpy.ndarray`` is CPU, ``cupy.ndarray`` is CUDA). The
 CUDA backend exists only when ``import cupy`` succeeds *and* CuPy sees at least one GPU
-(set ``FUNCTX_DISABLE_CUDA=1`` to leave it out); everything else works without it.
+(set ``FUNCTX_DISABLE_CUDA=1`` to leave it out); everything else works without it. Its
+record is built in functx/backends/_cuda.py (the primitives' CUDA kernels are in
+functx/primitives/cuda/).
 
 A :class:`Device` is one device of a backend (``cpu:0``, ``cuda:0``, ``cuda:1``...):
 
