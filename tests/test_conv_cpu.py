@@ -1,6 +1,6 @@
 """The CPU convolution's layouts and chunks against the generic implementation.
 
-The CPU rule (``conv._conv_cpu``) picks among several layouts (im2col by kernel or by output
+The CPU rule (``_conv_cpu.conv_cpu``) picks among several layouts (im2col by kernel or by output
 positions, col2im, and "flat" variants of each) and takes large batches in chunks. Every
 choice is checked here against the generic rule (``conv._conv_impl``: one plain im2col or
 col2im per image) in float64, as configured and with every batch forced into one-row
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from functx.primitives import conv
+from functx.primitives import _conv_cpu, conv
 
 
 @pytest.fixture(params=["as configured", "one-row chunks"])
 def chunking(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """Run as configured, or with every batch taken one row at a time."""
     if request.param == "one-row chunks":
-        monkeypatch.setattr(conv, "_COLS_BYTES", 1)
+        monkeypatch.setattr(_conv_cpu, "_COLS_BYTES", 1)
     return request.param
 
 
@@ -54,7 +54,7 @@ def _check(cfg: dict, seed: int = 0, fill: Any = None) -> None:
         fill(lhs)
     params = {k: v for k, v in cfg.items() if not k.endswith("_shape")}
     want = conv._conv_impl(np, lhs, rhs, **params)
-    got = conv._conv_cpu(np, lhs, rhs, **params)
+    got = _conv_cpu.conv_cpu(np, lhs, rhs, **params)
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
@@ -90,13 +90,13 @@ def test_each_layout_is_taken_and_correct(layout: str, chunking: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     name, lhs_shape, rhs_shape, padding, lhs_dilation = LAYOUTS[layout]
     calls = []
-    original = getattr(conv, name)
+    original = getattr(_conv_cpu, name)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(name)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(conv, name, counted)
+    monkeypatch.setattr(_conv_cpu, name, counted)
     _check(dict(lhs_shape=lhs_shape, rhs_shape=rhs_shape, window_strides=(1, 1),
                 padding=padding, lhs_dilation=lhs_dilation, rhs_dilation=(1, 1),
                 feature_group_count=1))

@@ -19,6 +19,7 @@ import functx.numpy as fnp
 from functx import random as fxr
 from functx.errors import DTypeError
 from functx.nn._util import array, check_number, norm_dim
+from functx.random._prng import check_key
 
 __all__ = ["dropout"]
 
@@ -55,7 +56,7 @@ def dropout(key: Any, x: Any, rate: float, *, deterministic: bool = False,
     rate = check_number("dropout", "rate", rate, lo=0.0, hi=1.0)
     if deterministic or rate == 0.0:
         return x
-    key = fxr._check_key("functx.nn.dropout", key)
+    key = check_key("functx.nn.dropout", key)
     x = array(x)
     dt = np.dtype(x.dtype)
     if dt.kind != "f":

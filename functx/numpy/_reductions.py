@@ -31,6 +31,7 @@ import numpy as np
 from functx.numpy import _shape as _fshape
 from functx.numpy import _ufuncs as _uf
 from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer, result_type
+from functx.numpy._ufunc_base import promote_inexact, quiet_unused_branch, to_inexact
 from functx.primitives import elementwise as _ew
 from functx.primitives import misc as _misc
 from functx.primitives import reduction as _red
@@ -363,7 +364,7 @@ def any(a: Any, axis: Any = None, out: Any = None, keepdims: builtins.bool = Fal
     """Whether any element along ``axis`` is true (nonzero)."""
     check_no_out("any", out)
     _no_where("any", where)
-    a = _uf._truthy(_operand(a))
+    a = _uf.truthy(_operand(a))
     axes = _axes(a, axis, "any")
     return _finish(_red.reduce_max(a, axes), a, axes, keepdims)
 
@@ -373,14 +374,14 @@ def all(a: Any, axis: Any = None, out: Any = None, keepdims: builtins.bool = Fal
     """Whether all elements along ``axis`` are true (nonzero)."""
     check_no_out("all", out)
     _no_where("all", where)
-    a = _uf._truthy(_operand(a))
+    a = _uf.truthy(_operand(a))
     axes = _axes(a, axis, "all")
     return _finish(_red.reduce_min(a, axes), a, axes, keepdims)
 
 
 def count_nonzero(a: Any, axis: Any = None, *, keepdims: builtins.bool = False) -> Any:
     """Number of nonzero elements along ``axis`` (int64)."""
-    return sum(astype(_uf._truthy(_operand(a)), np.int64), axis, keepdims=keepdims)
+    return sum(astype(_uf.truthy(_operand(a)), np.int64), axis, keepdims=keepdims)
 
 
 # ----------------------------------------------------------------------------------------
@@ -401,9 +402,9 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: builtins.bool =
     Example:
         >>> fnp.logsumexp(np.array([1000.0, 1000.0]))   # 1000 + log(2)
     """
-    a = _uf._to_inexact(_operand(a))
+    a = to_inexact(_operand(a))
     if b is not None:
-        a, b, _ = _uf._promote_inexact("logsumexp", a, _operand(b))
+        a, b, _ = promote_inexact("logsumexp", a, _operand(b))
         if tuple(b.shape) != tuple(a.shape):
             shape = _fshape.broadcast_shapes(tuple(a.shape), tuple(b.shape))
             a, b = _fshape.broadcast_to(a, shape), _fshape.broadcast_to(b, shape)
@@ -420,7 +421,7 @@ def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: builtins.bool =
     if return_sign:
         sign = _ew.sign(s)
         s = _ew.abs(s)
-    with _uf._quiet_unused_branch():  # log(0) = -inf is the answer, not an accident
+    with quiet_unused_branch():  # log(0) = -inf is the answer, not an accident
         r = _ew.add(_ew.log(s), m)
     r = _finish(r, a, axes, keepdims)
     if return_sign:
@@ -441,7 +442,7 @@ def isclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08,
     a, b = _operand(a), _operand(b)
     dt = result_type(a, b, 1.0)
     a, b = astype(a, dt), astype(b, dt)
-    with _uf._quiet_unused_branch():  # inf - inf: decided by the equality test below
+    with quiet_unused_branch():  # inf - inf: decided by the equality test below
         close = _uf.less_equal(_uf.abs(_uf.subtract(a, b)),
                                _uf.add(atol, _uf.multiply(rtol, _uf.abs(b))))
     out = _uf.logical_or(_uf.logical_and(close, _uf.isfinite(b)), _uf.equal(a, b))

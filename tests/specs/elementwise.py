@@ -1,4 +1,4 @@
-"""Specs of the elementwise primitives (functx/primitives/elementwise.py).
+"""Specs of the elementwise primitives (functx/primitives/elementwise/).
 
 Arguments are drawn inside each function's smooth domain, so central finite differences
 are valid: away from poles, kinks (0 for abs), ties (max/min), jumps (floor, round, rem)

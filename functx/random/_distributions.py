@@ -1,48 +1,9 @@
-"""Random numbers from explicit keys: a counter-based generator (Threefry-2x32, 20 rounds).
+"""functx.random's samplers: :func:`uniform`, :func:`normal`, :func:`truncated_normal`,
+:func:`bernoulli`, :func:`randint`, :func:`gumbel`, :func:`categorical` and
+:func:`permutation`, all built on the bits of ``_prng``.
 
-There is no hidden state. A *key* is an ordinary ``uint32`` array of shape ``(2,)`` (JAX's
-raw key, ``jax.random.PRNGKey(seed)``): :func:`key` makes one from a seed, :func:`split`
-turns one key into several independent ones and :func:`fold_in` derives a key from a key
-and an integer (a step number, a layer index). A sampler given the same key and arguments
-returns the same values every time; use a key for one purpose only and split it to get
-more. Because keys are plain arrays, they trace, ``vmap`` (a batch of keys is an ``(n, 2)``
-array) and ``checkpoint`` like any other value: recomputation under ``checkpoint`` draws
-exactly the same numbers, so dropout masks are reproduced.
-
-Example:
-    >>> import functx.random as fxr
-    >>> k = fxr.key(0)
-    >>> k_init, k_drop = fxr.split(k)
-    >>> w = fxr.normal(k_init, (3, 4))
-    >>> mask = fxr.bernoulli(fxr.fold_in(k_drop, 7), 0.9, (4,))
-
-The bits. Everything is built from uint32 primitives whose results are defined for every
-input (``functx.primitives.bits``: the Threefry block function ``threefry2x32``, shifts and
-bit casts; wrapping ``add``, ``xor``, ``or``), so every backend produces the same bits.
-They are JAX's bits for the ``threefry2x32`` implementation with
-``jax_threefry_partitionable=True`` (JAX's default since 0.5): element ``i`` (C order) of
-an array of shape ``S`` drawn with key ``(k1, k2)`` comes from
-``threefry2x32((k1, k2), (hi(i), lo(i)))``, ``i`` read as a 64-bit counter; 32-bit draws
-xor the two output words, 64-bit draws concatenate them (first word high). So element
-``i`` does not depend on the shape requested, and ``split(k, n)[i]`` equals
-``fold_in(k, i)``. :func:`key`, :func:`split`, :func:`fold_in`, :func:`bits`,
-:func:`bernoulli`, :func:`randint`, :func:`permutation`, :func:`categorical` and
-:func:`uniform` on ``[0, 1)`` reproduce ``jax.random`` bit for bit. With other bounds
-``uniform`` rounds ``f * (maxval - minval)`` and ``+ minval`` separately, where XLA fuses
-them into one multiply-add: the last bit may differ from JAX's (functx's rounding is the
-same on every backend). :func:`normal` and :func:`truncated_normal` use JAX's algorithms
-and XLA's ``erf_inv`` polynomials (Giles), with ``w = -log(1 - u*u)`` evaluated accurately
-near ``|u| = 1``: they agree with JAX to rounding.
-
-Dtypes: the defaults are NumPy's (float64, int64; JAX's with ``jax_enable_x64``). Pass
-``dtype=np.float32`` for single precision. An integer seed is read as a 64-bit integer (JAX
-with ``jax_enable_x64``): ``key(-1)`` is ``[2**32 - 1, 2**32 - 1]``.
-
-Differences from ``jax.random``: no typed (``jax.random.key``) keys, no ``out_sharding``;
-``categorical`` samples with replacement only and ``permutation`` sorts with a stable
-radix sort built from primitives (32 passes of about fifteen operations each per round:
-0.3 s for 60000 elements on one CPU core; a sort primitive would be faster, with the same
-result).
+The package docstring (``functx.random``) describes the scheme and what matches
+``jax.random``; use these through ``functx.random``.
 """
 from __future__ import annotations
 
@@ -60,360 +21,48 @@ from functx.primitives import indexing as _ix
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives.misc import stop_gradient
-from functx.tracing import Tracer
-
-__all__ = [
-    "key", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "bernoulli",
-    "randint", "categorical", "permutation", "gumbel",
-]
-
-Array = Any  # a NumPy/CuPy array or a tracer
-_U32 = np.dtype(np.uint32)
-_U64 = np.dtype(np.uint64)
-_UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: _U64}
-
-
-# ----------------------------------------------------------------------------------------
-# Argument checks
-
-
-def _is_array(x: Any) -> bool:
-    return type(x) is Tracer or (hasattr(x, "shape") and hasattr(x, "dtype")
-                                 and not isinstance(x, np.generic))
-
-
-def _check_key(name: str, key: Any) -> Array:
-    """``key`` if it is a key (a uint32 array of shape (2,)); else an error naming the
-    function ``name`` (e.g. ``"functx.random.uniform"``).
-
-    Raises:
-        DTypeError: not an array, or not uint32.
-        ShapeError: a uint32 array of another shape (e.g. a batch of keys).
-    """
-    if isinstance(key, np.generic) or not _is_array(key):
-        raise DTypeError(
-            f"{name} needs a key, a uint32 array of shape (2,), but got "
-            f"{type(key).__name__} {key!r:.60}. Make one with functx.random.key(seed) (and "
-            "new ones with functx.random.split(key)).")
-    if np.dtype(key.dtype) != _U32:
-        raise DTypeError(
-            f"{name} needs a key, a uint32 array of shape (2,), but got an "
-            f"array of dtype {np.dtype(key.dtype).name} and shape {tuple(key.shape)}. Make "
-            "keys with functx.random.key(seed), not from integers directly.")
-    if tuple(key.shape) != (2,):
-        extra = (" For a batch of keys, map over them with functx.vmap." if
-                 len(key.shape) > 1 and key.shape[-1] == 2 else "")
-        raise ShapeError(
-            f"{name} needs one key, a uint32 array of shape (2,), but got "
-            f"shape {tuple(key.shape)}.{extra}")
-    return key
-
-
-def _shape_tuple(name: str, shape: Any) -> tuple[int, ...]:
-    """``shape`` (an int or a sequence of ints) as a tuple of non-negative ints.
-
-    Raises:
-        ShapeError: a negative size. TypeError: not integers.
-    """
-    try:
-        out = ((operator.index(shape),) if not isinstance(shape, (tuple, list))
-               else tuple(operator.index(d) for d in shape))
-    except TypeError:
-        raise TypeError(f"functx.random.{name}: shape must be an int or a tuple of ints, not "
-                        f"{shape!r}.") from None
-    if any(d < 0 for d in out):
-        raise ShapeError(f"functx.random.{name}: shape {out} has a negative size.")
-    return out
-
-
-def _check_param_shapes(name: str, shape: tuple[int, ...], **params: Any) -> None:
-    """Parameter arrays must broadcast to exactly ``shape`` (as in jax.random).
-
-    Raises:
-        ShapeError: naming the parameters and their shapes.
-    """
-    shapes = {k: tuple(np.shape(v)) if not _is_array(v) else tuple(v.shape)
-              for k, v in params.items()}
-    try:
-        full = np.broadcast_shapes(shape, *shapes.values())
-    except ValueError:
-        full = None
-    if full != shape:
-        got = ", ".join(f"{k} of shape {s}" for k, s in shapes.items())
-        raise ShapeError(
-            f"functx.random.{name}: the parameters ({got}) must broadcast to the requested "
-            f"shape {shape}, and broadcasting them with it must give that shape. Pass a "
-            "shape that contains theirs (or shape=None where allowed).")
-
-
-def _float_dtype(name: str, dtype: Any, complex_ok: bool = False) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt.kind != "f" and not (complex_ok and dt.kind == "c"):
-        kinds = "floating-point or complex" if complex_ok else "floating-point"
-        raise DTypeError(f"functx.random.{name} draws {kinds} values; dtype {dt.name} is "
-                         "not one. Pass e.g. dtype=np.float32 or np.float64.")
-    return dt
-
-
-def _const(like: Any, value: Any, dtype: Any, shape: Sequence[int] = ()) -> Array:
-    """A constant on ``like``'s device (memoised; read-only)."""
-    return _shape.constant(like, value, tuple(shape), np.dtype(dtype))
-
-
-def _as_param(name: str, what: str, value: Any, dtype: np.dtype, like: Any) -> Array:
-    """A sampler's parameter (Python number or array) as an array of ``dtype``."""
-    if _is_array(value):
-        return value if value.dtype == dtype else fnp.astype(value, dtype)
-    arr = np.asarray(value)
-    if arr.dtype == object:
-        raise TypeError(f"functx.random.{name}: {what} must be a number or an array, not "
-                        f"{value!r:.60}.")
-    if arr.ndim == 0:
-        return _const(like, arr.astype(dtype)[()], dtype)
-    return fnp.asarray(arr, dtype)
-
-
-# ----------------------------------------------------------------------------------------
-# The generator: Threefry-2x32 over 64-bit counters
-
-
-def _words(key: Array) -> tuple[Array, Array]:
-    """The two uint32 words of a key, as 0-d arrays."""
-    return tuple(_shape.reshape(_shape.slice(key, (i,), (i + 1,)), ()) for i in (0, 1))
-
-
-def _counters(like: Any, shape: tuple[int, ...]) -> tuple[Array, Array]:
-    """The high and low uint32 words of each element's C-order index (read-only constants
-    on ``like``'s device)."""
-    n = math.prod(shape)
-    xp = _shape.array_module(like)
-    if n < 2**32:
-        hi = _const(like, 0, _U32, shape)
-        lo = xp.arange(n, dtype=_U32).reshape(shape)
-    else:  # pragma: no cover - 2**32 elements do not fit in a test
-        idx = xp.arange(n, dtype=_U64).reshape(shape)
-        hi, lo = (idx >> np.uint64(32)).astype(_U32), idx.astype(_U32)
-    if xp is np:
-        lo.flags.writeable = hi.flags.writeable = False
-    return hi, lo
-
-
-def _traced_counters(k1: Array, shape: tuple[int, ...]) -> tuple[Array, Array]:
-    """The counters of :func:`_counters`, computed inside the trace when the key is traced.
-
-    The index is a sum of one small ``arange`` per axis, and a zero derived from the key makes
-    the sum part of the trace: a trace (a checkpointed block, a vmapped function) then holds
-    O(sum(shape)) constants instead of two counter arrays as large as the request.
-    """
-    zero = _ew.mul(k1, _const(k1, 0, _U32))  # a traced 0
-    lo = _shape.broadcast_in_dim(zero, shape, ())
-    hi = lo
-    stride = 1
-    for ax in reversed(range(len(shape))):
-        xp = _shape.array_module(k1)
-        r = xp.arange(shape[ax], dtype=_U32) * _U32.type(stride)
-        r = r.reshape(tuple(n if i == ax else 1 for i, n in enumerate(shape)))
-        lo = _ew.add(lo, r)  # broadcasts the small constant against the traced index
-        stride *= shape[ax]
-    return hi, lo
-
-
-def _hash(key: Array, shape: tuple[int, ...]) -> tuple[Array, Array]:
-    k1, k2 = _words(key)
-    if type(k1) is Tracer and shape and math.prod(shape) < 2**32:
-        hi, lo = _traced_counters(k1, shape)
-    else:
-        hi, lo = _counters(key, shape)
-    return _bits.threefry2x32(k1, k2, hi, lo)
-
-
-def _random_bits(key: Array, bit_width: int, shape: tuple[int, ...]) -> Array:
-    """Unsigned integers of ``bit_width`` bits (8, 16, 32 or 64), uniform over their range."""
-    b1, b2 = _hash(key, shape)
-    if bit_width == 64:
-        hi = _bits.shift_left(_ew.convert_element_type(b1, new_dtype=_U64), _const(b1, 32, _U64))
-        return _ew.or_(hi, _ew.convert_element_type(b2, new_dtype=_U64))
-    out = _ew.xor(b1, b2)
-    return out if bit_width == 32 else _ew.convert_element_type(out, new_dtype=_UINT[bit_width])
-
-
-def _stack_words(b1: Array, b2: Array) -> Array:
-    axis = len(b1.shape)
-    return _shape.concatenate([_shape.expand_dims(b1, (axis,)),
-                               _shape.expand_dims(b2, (axis,))], axis)
-
-
-# ----------------------------------------------------------------------------------------
-# Keys
-
-
-def key(seed: int | Array) -> Array:
-    """A key (a uint32 array of shape ``(2,)``) made from an integer seed.
-
-    The seed is read as a 64-bit integer: its high and low 32 bits are the key's words, so
-    seeds below ``2**32`` give ``[0, seed]`` (``jax.random.PRNGKey(seed)``). A seed array of
-    a 32-bit (or narrower) dtype has no high word. The seed may be traced (e.g. under
-    ``vmap`` over seeds).
-
-    Args:
-        seed: a Python int in ``[-2**63, 2**64)`` or a 0-d integer array.
-
-    Returns:
-        The key, ``uint32[2]``.
-
-    Raises:
-        DTypeError: the seed is not an integer. ShapeError: the seed array is not 0-d.
-        ValueError: a Python int outside the 64-bit range.
-
-    Example:
-        >>> functx.random.key(42)
-        array([ 0, 42], dtype=uint32)
-    """
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) \
-            and not _is_array(seed):
-        raise DTypeError(f"functx.random.key needs an integer seed, not {type(seed).__name__} "
-                         f"{seed!r:.60}.")
-    if isinstance(seed, int):
-        if not -2**63 <= seed < 2**64:
-            raise ValueError(f"functx.random.key: the seed {seed} does not fit in 64 bits; use "
-                             "a seed in [-2**63, 2**64).")
-        out = np.array([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], dtype=_U32)
-        out.flags.writeable = False
-        return out
-    if isinstance(seed, np.generic):
-        seed = fnp.asarray(seed)
-    if np.dtype(seed.dtype).kind not in "iu":
-        raise DTypeError(f"functx.random.key needs an integer seed, but got an array of dtype "
-                         f"{np.dtype(seed.dtype).name}; convert it with .astype(np.int64).")
-    if tuple(seed.shape) != ():
-        raise ShapeError(f"functx.random.key needs a scalar seed, but got shape "
-                         f"{tuple(seed.shape)}. For many keys, use functx.vmap(key) over the "
-                         "seeds, or split one key.")
-    lo = _ew.convert_element_type(seed, new_dtype=_U32)
-    if np.dtype(seed.dtype).itemsize == 8:
-        hi = _ew.convert_element_type(
-            _bits.shift_right_logical(seed, _const(seed, 32, seed.dtype)), new_dtype=_U32)
-    else:
-        hi = _const(seed, 0, _U32)
-    return _shape.concatenate([_shape.reshape(hi, (1,)), _shape.reshape(lo, (1,))], 0)
-
-
-def split(key: Array, num: int | Sequence[int] = 2) -> Array:
-    """``num`` new keys from ``key``, independent of each other and of ``key``'s own draws.
-
-    Args:
-        key: a key.
-        num: how many keys (an int), or the shape of the array of keys (a tuple).
-
-    Returns:
-        ``uint32[*num, 2]``; ``split(key, n)[i]`` equals ``fold_in(key, i)``.
-
-    Raises:
-        DTypeError, ShapeError: ``key`` is not a key, or ``num`` is negative.
-
-    Example:
-        >>> k_params, k_dropout = functx.random.split(functx.random.key(0))
-    """
-    key = _check_key("functx.random.split", key)
-    shape = _shape_tuple("split", num)
-    return _stack_words(*_hash(key, shape))
-
-
-def fold_in(key: Array, data: int | Array) -> Array:
-    """A new key derived from ``key`` and the integer ``data`` (a step, an index...).
-
-    Different ``data`` give independent keys; ``fold_in(key, i)`` equals ``split(key, n)[i]``.
-
-    Args:
-        key: a key.
-        data: a Python int in ``[0, 2**32)`` or a 0-d integer array (taken modulo ``2**32``;
-            it may be traced).
-
-    Returns:
-        The new key, ``uint32[2]``.
-
-    Raises:
-        DTypeError, ShapeError: ``key`` is not a key, or ``data`` is not an integer scalar.
-        ValueError: a Python int outside ``[0, 2**32)``.
-
-    Example:
-        >>> step_key = functx.random.fold_in(functx.random.key(0), 1000)
-    """
-    key = _check_key("functx.random.fold_in", key)
-    if isinstance(data, (bool, np.bool_)):
-        raise DTypeError("functx.random.fold_in needs integer data, not a bool.")
-    if isinstance(data, int):
-        if not 0 <= data < 2**32:
-            raise ValueError(f"functx.random.fold_in: data {data} is outside [0, 2**32); fold "
-                             "in a uint32 value (e.g. data % 2**32).")
-        d = _const(key, data, _U32)
-    else:
-        if isinstance(data, np.generic) or not _is_array(data):
-            data = fnp.asarray(data)
-        if np.dtype(data.dtype).kind not in "iu":
-            raise DTypeError(f"functx.random.fold_in needs integer data, but got dtype "
-                             f"{np.dtype(data.dtype).name}.")
-        if tuple(data.shape) != ():
-            raise ShapeError(f"functx.random.fold_in folds in one integer, but got shape "
-                             f"{tuple(data.shape)}; use functx.vmap for a batch.")
-        d = data if data.dtype == _U32 else _ew.convert_element_type(data, new_dtype=_U32)
-    k1, k2 = _words(key)
-    b1, b2 = _bits.threefry2x32(k1, k2, _const(key, 0, _U32), d)
-    return _stack_words(b1, b2)
+from functx.random._prng import (
+    U32,
+    UINT,
+    Array,
+    as_param,
+    check_key,
+    check_param_shapes,
+    const,
+    float_dtype,
+    is_array,
+    random_bits,
+    shape_tuple,
+    split,
+)
 
 
 # ----------------------------------------------------------------------------------------
 # Samplers
 
 
-def bits(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.uint32) -> Array:
-    """Uniformly random unsigned integers (every bit independent and fair).
-
-    Args:
-        key: a key.
-        shape: the result's shape.
-        dtype: uint8, uint16, uint32 (the default: the generator's word) or uint64.
-
-    Returns:
-        An array of ``shape`` and ``dtype``.
-
-    Raises:
-        DTypeError: ``dtype`` is not an unsigned integer dtype.
-
-    Example:
-        >>> functx.random.bits(functx.random.key(0), (2,))
-        array([4070199207, 4202968722], dtype=uint32)
-    """
-    key = _check_key("functx.random.bits", key)
-    dt = np.dtype(dtype)
-    if dt.kind != "u":
-        raise DTypeError(f"functx.random.bits draws unsigned integers; dtype {dt.name} is not "
-                         "one. Use uint8, uint16, uint32 or uint64.")
-    return _random_bits(key, dt.itemsize * 8, _shape_tuple("bits", shape))
-
-
 def _unit_floats(key: Array, shape: tuple[int, ...], dtype: np.dtype) -> Array:
     """Floats in [0, 1) with every mantissa bit random (1.m - 1, as in JAX)."""
     info = np.finfo(dtype)
     nbits, nmant = info.bits, info.nmant
-    ut = _UINT[nbits]
-    rbits = _random_bits(key, nbits, shape)
+    ut = UINT[nbits]
+    rbits = random_bits(key, nbits, shape)
     one_bits = int(np.array(1.0, dtype).view(ut))
-    mant = _bits.shift_right_logical(rbits, _const(rbits, nbits - nmant, ut))
-    floats = _bits.bitcast_convert_type(_ew.or_(mant, _const(rbits, one_bits, ut)),
+    mant = _bits.shift_right_logical(rbits, const(rbits, nbits - nmant, ut))
+    floats = _bits.bitcast_convert_type(_ew.or_(mant, const(rbits, one_bits, ut)),
                                         new_dtype=dtype)
-    return _ew.sub(floats, _const(floats, 1.0, dtype))
+    return _ew.sub(floats, const(floats, 1.0, dtype))
 
 
 def _uniform(name: str, key: Array, shape: tuple[int, ...], dt: np.dtype, minval: Any,
              maxval: Any) -> Array:
-    _check_param_shapes(name, shape, minval=minval, maxval=maxval)
+    check_param_shapes(name, shape, minval=minval, maxval=maxval)
     floats = _unit_floats(key, shape, dt)
     if (type(minval) in (int, float) and type(maxval) in (int, float)
             and minval == 0 and maxval == 1):
         return floats  # exactly what the general formula gives, in four operations less
-    lo = _as_param(name, "minval", minval, dt, key)
-    hi = _as_param(name, "maxval", maxval, dt, key)
+    lo = as_param(name, "minval", minval, dt, key)
+    hi = as_param(name, "maxval", maxval, dt, key)
     out = _ew.add(_ew.mul(floats, _ew.sub(hi, lo)), lo)
     out = _ew.max(lo, out)
     return out if tuple(out.shape) == shape else fnp.broadcast_to(out, shape)
@@ -443,9 +92,9 @@ def uniform(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.float64
     Example:
         >>> functx.random.uniform(functx.random.key(0), (3,), minval=-1.0, maxval=1.0)
     """
-    key = _check_key("functx.random.uniform", key)
-    dt = _float_dtype("uniform", dtype)
-    return _uniform("uniform", key, _shape_tuple("uniform", shape), dt, minval, maxval)
+    key = check_key("functx.random.uniform", key)
+    dt = float_dtype("uniform", dtype)
+    return _uniform("uniform", key, shape_tuple("uniform", shape), dt, minval, maxval)
 
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011): the polynomials
@@ -500,34 +149,34 @@ def _erfinv(x: Array) -> Array:
     table = _ERFINV_F64 if dt == np.float64 else _ERFINV_F32
     # w = -log(1 - x*x): log1p(-x*x) near 0; near +-1, where x*x would round away the
     # small 1 - x*x, the product (1 - |x|)(1 + |x|) with 1 - |x| exact (Giles' form).
-    one = _const(x, 1.0, dt)
+    one = const(x, 1.0, dt)
     at_one = _ew.eq(_ew.abs(x), one)
     y = x
-    x = _ew.select(at_one, _const(x, 0.0, dt), x)  # no log(0) nor inf arithmetic at +-1
+    x = _ew.select(at_one, const(x, 0.0, dt), x)  # no log(0) nor inf arithmetic at +-1
     a = _ew.abs(x)
-    w = _ew.select(_ew.lt(a, _const(x, 0.5, dt)), _ew.log1p(_ew.neg(_ew.mul(x, x))),
+    w = _ew.select(_ew.lt(a, const(x, 0.5, dt)), _ew.log1p(_ew.neg(_ew.mul(x, x))),
                    _ew.log(_ew.mul(_ew.sub(one, a), _ew.add(one, a))))
     w = _ew.neg(w)
     # The tail branches (variable sqrt(w)) are used only beyond the first bound: elsewhere
     # they see w = bound, so that their unused gradients are finite (no sqrt'(0)).
-    first = _const(x, table[0][0], dt)
+    first = const(x, table[0][0], dt)
     sqrt_w = _ew.sqrt(_ew.select(_ew.lt(w, first), first, w))
     result = None
     for bound, of_sqrt, centre, coefs in reversed(table):
-        t = _ew.sub(sqrt_w if of_sqrt else w, _const(x, centre, dt))
-        p = _const(x, coefs[0], dt)
+        t = _ew.sub(sqrt_w if of_sqrt else w, const(x, centre, dt))
+        p = const(x, coefs[0], dt)
         for c in coefs[1:]:
-            p = _ew.add(_const(x, c, dt), _ew.mul(p, t))
-        result = p if result is None else _ew.select(_ew.lt(w, _const(x, bound, dt)), p, result)
+            p = _ew.add(const(x, c, dt), _ew.mul(p, t))
+        result = p if result is None else _ew.select(_ew.lt(w, const(x, bound, dt)), p, result)
     result = _ew.mul(result, x)
-    inf = _ew.select(_ew.gt(y, _const(y, 0.0, dt)), _const(y, np.inf, dt), _const(y, -np.inf, dt))
+    inf = _ew.select(_ew.gt(y, const(y, 0.0, dt)), const(y, np.inf, dt), const(y, -np.inf, dt))
     return _ew.select(at_one, inf, result)
 
 
 def _normal_real(key: Array, shape: tuple[int, ...], dt: np.dtype) -> Array:
     lo = float(np.nextafter(np.array(-1.0, dt), np.array(0.0, dt)))
     u = _uniform("normal", key, shape, dt, lo, 1.0)
-    return _ew.mul(_const(u, np.sqrt(2.0), dt), _erfinv(u))
+    return _ew.mul(const(u, np.sqrt(2.0), dt), _erfinv(u))
 
 
 def normal(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.float64) -> Array:
@@ -550,9 +199,9 @@ def normal(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.float64)
     Example:
         >>> w = functx.random.normal(functx.random.key(0), (784, 256), np.float32) * 0.05
     """
-    key = _check_key("functx.random.normal", key)
-    dt = _float_dtype("normal", dtype, complex_ok=True)
-    shape = _shape_tuple("normal", shape)
+    key = check_key("functx.random.normal", key)
+    dt = float_dtype("normal", dtype, complex_ok=True)
+    shape = shape_tuple("normal", shape)
     if dt.kind == "f":
         return _normal_real(key, shape, dt)
     real_dt = np.dtype(f"f{dt.itemsize // 2}")
@@ -560,8 +209,8 @@ def normal(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.float64)
                   for i in (0, 1))
     re = _ew.convert_element_type(_normal_real(k_re, shape, real_dt), new_dtype=dt)
     im = _ew.convert_element_type(_normal_real(k_im, shape, real_dt), new_dtype=dt)
-    im = _ew.mul(im, _const(im, 1j, dt))
-    return _ew.div(_ew.add(re, im), _const(re, np.sqrt(2.0), dt))
+    im = _ew.mul(im, const(im, 1j, dt))
+    return _ew.div(_ew.add(re, im), const(re, np.sqrt(2.0), dt))
 
 
 def _nextafter(x: Array, toward_inf: bool) -> Array:
@@ -570,15 +219,15 @@ def _nextafter(x: Array, toward_inf: bool) -> Array:
     dt = np.dtype(x.dtype)
     it = np.dtype(f"i{dt.itemsize}")
     i = _bits.bitcast_convert_type(x, new_dtype=it)
-    one = _const(i, 1, it)
-    zero = _const(x, 0.0, dt)
+    one = const(i, 1, it)
+    zero = const(x, 0.0, dt)
     # Away from zero the magnitude bits grow by one; toward zero they shrink by one.
     away = _ew.gt(x, zero) if toward_inf else _ew.lt(x, zero)
     step = _ew.select(away, _ew.add(i, one), _ew.sub(i, one))
     tiny = np.array(np.finfo(dt).smallest_subnormal * (1 if toward_inf else -1), dt)
     out = _bits.bitcast_convert_type(step, new_dtype=dt)
-    out = _ew.select(_ew.eq(x, zero), _const(x, tiny[()], dt), out)
-    limit = _const(x, np.inf if toward_inf else -np.inf, dt)
+    out = _ew.select(_ew.eq(x, zero), const(x, tiny[()], dt), out)
+    limit = const(x, np.inf if toward_inf else -np.inf, dt)
     keep = _ew.or_(_ew.eq(x, limit), _ew.ne(x, x))
     return _ew.select(keep, x, out)
 
@@ -608,16 +257,16 @@ def truncated_normal(key: Array, lower: Any, upper: Any,
     Example:
         >>> w = functx.random.truncated_normal(functx.random.key(0), -2.0, 2.0, (256, 128))
     """
-    key = _check_key("functx.random.truncated_normal", key)
-    dt = _float_dtype("truncated_normal", dtype)
+    key = check_key("functx.random.truncated_normal", key)
+    dt = float_dtype("truncated_normal", dtype)
     if shape is None:
-        shape = np.broadcast_shapes(np.shape(lower) if not _is_array(lower) else lower.shape,
-                                    np.shape(upper) if not _is_array(upper) else upper.shape)
-    shape = _shape_tuple("truncated_normal", shape)
-    _check_param_shapes("truncated_normal", shape, lower=lower, upper=upper)
-    lo = _as_param("truncated_normal", "lower", lower, dt, key)
-    hi = _as_param("truncated_normal", "upper", upper, dt, key)
-    sqrt2 = _const(key, np.sqrt(2.0), dt)
+        shape = np.broadcast_shapes(np.shape(lower) if not is_array(lower) else lower.shape,
+                                    np.shape(upper) if not is_array(upper) else upper.shape)
+    shape = shape_tuple("truncated_normal", shape)
+    check_param_shapes("truncated_normal", shape, lower=lower, upper=upper)
+    lo = as_param("truncated_normal", "lower", lower, dt, key)
+    hi = as_param("truncated_normal", "upper", upper, dt, key)
+    sqrt2 = const(key, np.sqrt(2.0), dt)
     a = _ew.erf(_ew.div(lo, sqrt2))
     b = _ew.erf(_ew.div(hi, sqrt2))
     u = _uniform("truncated_normal", key, shape, dt, a, b)
@@ -647,8 +296,8 @@ def bernoulli(key: Array, p: Any = 0.5, shape: int | Sequence[int] | None = None
     Example:
         >>> keep = functx.random.bernoulli(functx.random.key(0), 0.9, (128,))
     """
-    key = _check_key("functx.random.bernoulli", key)
-    if _is_array(p) or isinstance(p, np.generic):
+    key = check_key("functx.random.bernoulli", key)
+    if is_array(p) or isinstance(p, np.generic):
         dt = np.dtype(p.dtype)
         if dt.kind != "f":
             raise DTypeError(f"functx.random.bernoulli needs a floating-point probability p, "
@@ -659,11 +308,11 @@ def bernoulli(key: Array, p: Any = 0.5, shape: int | Sequence[int] | None = None
     else:
         raise TypeError(f"functx.random.bernoulli: p must be a number or a float array, not "
                         f"{p!r:.60}.")
-    p_shape = tuple(np.shape(p)) if not _is_array(p) else tuple(p.shape)
-    shape = p_shape if shape is None else _shape_tuple("bernoulli", shape)
-    _check_param_shapes("bernoulli", shape, p=p)
+    p_shape = tuple(np.shape(p)) if not is_array(p) else tuple(p.shape)
+    shape = p_shape if shape is None else shape_tuple("bernoulli", shape)
+    check_param_shapes("bernoulli", shape, p=p)
     u = _unit_floats(key, shape, dt)
-    return _ew.lt(u, _as_param("bernoulli", "p", p, dt, key))
+    return _ew.lt(u, as_param("bernoulli", "p", p, dt, key))
 
 
 def _convert_and_clip(x: Array, dtype: np.dtype) -> Array:
@@ -672,14 +321,14 @@ def _convert_and_clip(x: Array, dtype: np.dtype) -> Array:
     src, dst = np.iinfo(x.dtype), np.iinfo(dtype)
     lo, hi = max(src.min, dst.min), min(src.max, dst.max)
     if (lo, hi) != (src.min, src.max):
-        x = _ew.clamp(_const(x, lo, x.dtype), x, _const(x, hi, x.dtype))
+        x = _ew.clamp(const(x, lo, x.dtype), x, const(x, hi, x.dtype))
     return x if x.dtype == dtype else _ew.convert_element_type(x, new_dtype=dtype)
 
 
 def _int_param(name: str, what: str, value: Any, like: Any) -> Array:
     """``minval``/``maxval`` as an integer array (Python ints as int64, floats truncated)."""
-    if _is_array(value) or isinstance(value, np.generic):
-        v = value if _is_array(value) else fnp.asarray(value)
+    if is_array(value) or isinstance(value, np.generic):
+        v = value if is_array(value) else fnp.asarray(value)
         return v if np.dtype(v.dtype).kind in "iu" else fnp.astype(v, np.int64)
     arr = np.asarray(value)
     if arr.dtype.kind not in "iufb":
@@ -692,27 +341,27 @@ def _int_param(name: str, what: str, value: Any, like: Any) -> Array:
 
 def _urem(x: Array, span: Array) -> Array:
     """``x % span`` for unsigned integers, with XLA's ``x % 0 == x``."""
-    zero = _ew.eq(span, _const(span, 0, span.dtype))
-    return _ew.select(zero, x, _ew.rem(x, _ew.select(zero, _const(span, 1, span.dtype), span)))
+    zero = _ew.eq(span, const(span, 0, span.dtype))
+    return _ew.select(zero, x, _ew.rem(x, _ew.select(zero, const(span, 1, span.dtype), span)))
 
 
 def _randint(key: Array, shape: tuple[int, ...], minval: Array, maxval: Array,
              dt: np.dtype) -> Array:
     nbits = dt.itemsize * 8
-    ut = _UINT[nbits]
+    ut = UINT[nbits]
     out_of_range = _ew.gt(maxval, _convert_and_clip(
-        _const(maxval, np.iinfo(dt).max, dt), np.dtype(maxval.dtype)))
+        const(maxval, np.iinfo(dt).max, dt), np.dtype(maxval.dtype)))
     minval = _convert_and_clip(minval, dt)
     maxval = _convert_and_clip(maxval, dt)
     keys = split(key)
     k1, k2 = (_shape.reshape(_shape.slice(keys, (i, 0), (i + 1, 2)), (2,)) for i in (0, 1))
-    higher, lower = _random_bits(k1, nbits, shape), _random_bits(k2, nbits, shape)
+    higher, lower = random_bits(k1, nbits, shape), random_bits(k2, nbits, shape)
     span = _ew.convert_element_type(_ew.sub(maxval, minval), new_dtype=ut)
-    one = _const(span, 1, ut)
+    one = const(span, 1, ut)
     span = _ew.select(_ew.le(maxval, minval), one, span)  # an empty range gives minval
     span = _ew.select(_ew.and_(out_of_range, _ew.gt(maxval, minval)), _ew.add(span, one), span)
     # (higher * 2**nbits + lower) % span, without a 2 * nbits-bit product.
-    multiplier = _urem(_const(span, 2 ** (nbits // 2), ut), span)
+    multiplier = _urem(const(span, 2 ** (nbits // 2), ut), span)
     multiplier = _urem(_ew.mul(multiplier, multiplier), span)
     offset = _ew.add(_ew.mul(_urem(higher, span), multiplier), _urem(lower, span))
     offset = _urem(offset, span)
@@ -746,13 +395,13 @@ def randint(key: Array, shape: int | Sequence[int], minval: Any, maxval: Any,
     Example:
         >>> functx.random.randint(functx.random.key(0), (5,), 0, 10)
     """
-    key = _check_key("functx.random.randint", key)
+    key = check_key("functx.random.randint", key)
     dt = np.dtype(dtype)
     if dt.kind not in "iu":
         raise DTypeError(f"functx.random.randint draws integers; dtype {dt.name} is not an "
                          "integer dtype.")
-    shape = _shape_tuple("randint", shape)
-    _check_param_shapes("randint", shape, minval=minval, maxval=maxval)
+    shape = shape_tuple("randint", shape)
+    check_param_shapes("randint", shape, minval=minval, maxval=maxval)
     lo = _int_param("randint", "minval", minval, key)
     hi = _int_param("randint", "maxval", maxval, key)
     if dt.itemsize >= 4:
@@ -777,9 +426,9 @@ def gumbel(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.float64)
     Raises:
         DTypeError: ``dtype`` is not floating-point.
     """
-    key = _check_key("functx.random.gumbel", key)
-    dt = _float_dtype("gumbel", dtype)
-    return _gumbel(key, _shape_tuple("gumbel", shape), dt)
+    key = check_key("functx.random.gumbel", key)
+    dt = float_dtype("gumbel", dtype)
+    return _gumbel(key, shape_tuple("gumbel", shape), dt)
 
 
 def _gumbel(key: Array, shape: tuple[int, ...], dt: np.dtype) -> Array:
@@ -812,8 +461,8 @@ def categorical(key: Array, logits: Array, axis: int = -1,
     Example:
         >>> functx.random.categorical(functx.random.key(0), np.log([0.2, 0.8]), shape=(5,))
     """
-    key = _check_key("functx.random.categorical", key)
-    logits = logits if _is_array(logits) else fnp.asarray(logits)
+    key = check_key("functx.random.categorical", key)
+    logits = logits if is_array(logits) else fnp.asarray(logits)
     if np.dtype(logits.dtype).kind != "f":
         raise DTypeError(f"functx.random.categorical needs floating-point logits, but got "
                          f"dtype {np.dtype(logits.dtype).name}.")
@@ -823,8 +472,8 @@ def categorical(key: Array, logits: Array, axis: int = -1,
                          f"of shape {tuple(logits.shape)}.")
     axis = axis % ndim
     batch_shape = tuple(d for i, d in enumerate(logits.shape) if i != axis)
-    shape = batch_shape if shape is None else _shape_tuple("categorical", shape)
-    _check_param_shapes("categorical", shape, batch=np.empty(batch_shape))
+    shape = batch_shape if shape is None else shape_tuple("categorical", shape)
+    check_param_shapes("categorical", shape, batch=np.empty(batch_shape))
     prefix = shape[:len(shape) - len(batch_shape)]
     logits_shape = list(shape[len(prefix):])
     logits_shape.insert(axis, logits.shape[axis])
@@ -849,20 +498,20 @@ def _stable_argsort_rows(keys: Array) -> Array:
     if xp is np:
         cols.flags.writeable = rows.flags.writeable = False
     order = _shape.broadcast_in_dim(cols, (m, n), (0, 1))
-    one_u = _const(keys, 1, _U32)
+    one_u = const(keys, 1, U32)
     for b in range(32):
-        bit = _ew.and_(_bits.shift_right_logical(keys, _const(keys, b, _U32)), one_u)
+        bit = _ew.and_(_bits.shift_right_logical(keys, const(keys, b, U32)), one_u)
         bit = _ew.convert_element_type(bit, new_dtype=i64)
         ones_upto = _red.cumsum(bit, axis=1)  # ones at or before each position
-        n_zeros = _ew.sub(_const(bit, n, i64), _shape.slice(ones_upto, (0, n - 1), (m, n)))
+        n_zeros = _ew.sub(const(bit, n, i64), _shape.slice(ones_upto, (0, n - 1), (m, n)))
         ones_before = _ew.sub(ones_upto, bit)
         # zeros keep their order at the front, ones keep theirs after all the zeros
-        pos = _ew.select(_ew.eq(bit, _const(bit, 1, i64)), _ew.add(n_zeros, ones_before),
+        pos = _ew.select(_ew.eq(bit, const(bit, 1, i64)), _ew.add(n_zeros, ones_before),
                          _ew.sub(cols, ones_before))
         flat = _shape.reshape(_ew.add(pos, rows), (m * n,))
 
         def moved(x: Array) -> Array:
-            base = _const(x, 0, x.dtype, (m * n,))
+            base = const(x, 0, x.dtype, (m * n,))
             return _shape.reshape(_ix.scatter(base, flat, _shape.reshape(x, (m * n,)),
                                               axis=0), (m, n))
         order = moved(order)
@@ -881,7 +530,7 @@ def _shuffle(key: Array, x: Array, axis: int) -> Array:
         keys = split(key)
         key = _shape.reshape(_shape.slice(keys, (0, 0), (1, 2)), (2,))
         subkey = _shape.reshape(_shape.slice(keys, (1, 0), (2, 2)), (2,))
-        sort_keys = fnp.moveaxis(_random_bits(subkey, 32, tuple(x.shape)), axis, -1)
+        sort_keys = fnp.moveaxis(random_bits(subkey, 32, tuple(x.shape)), axis, -1)
         moved = fnp.moveaxis(x, axis, -1)
         lead = tuple(moved.shape[:-1])
         n = moved.shape[-1]
@@ -913,8 +562,8 @@ def permutation(key: Array, x: int | Array, axis: int = 0, independent: bool = F
     Example:
         >>> order = functx.random.permutation(functx.random.key(0), 10)
     """
-    key = _check_key("functx.random.permutation", key)
-    if isinstance(x, (int, np.integer)) or (_is_array(x) and tuple(x.shape) == ()):
+    key = check_key("functx.random.permutation", key)
+    if isinstance(x, (int, np.integer)) or (is_array(x) and tuple(x.shape) == ()):
         if isinstance(x, bool) or np.dtype(getattr(x, "dtype", np.int64)).kind not in "iu":
             raise DTypeError("functx.random.permutation: x must be an int or an array of rank "
                              f">= 1, not {x!r:.60}.")
@@ -922,7 +571,7 @@ def permutation(key: Array, x: int | Array, axis: int = 0, independent: bool = F
         if n < 0:
             raise ValueError(f"functx.random.permutation: x={n} is negative.")
         return _shuffle(key, fnp.arange(n, dtype=np.int64), 0)
-    x = x if _is_array(x) else fnp.asarray(x)
+    x = x if is_array(x) else fnp.asarray(x)
     ndim = len(x.shape)
     if ndim == 0:
         raise DTypeError(f"functx.random.permutation: x must be an int or an array of rank "

@@ -1,0 +1,126 @@
+"""The machinery shared by functx.numpy's ufuncs (``_ufuncs``, ``_ufuncs_math``): operand
+handling, the NumPy-style wrapper :func:`as_ufunc`, and the dtype rules of NumPy's ufunc
+loops (float-only loops, int8 for booleans).
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Any, Callable
+
+import numpy as np
+
+from functx.tracing import Tracer
+from functx.numpy._promotion import (
+    PY_SCALARS,
+    asarray,
+    astype,
+    check_no_out,
+    is_tracer,
+    promote_args_dtype,
+    result_type,
+)
+from functx.numpy import _shape as _fshape
+
+# Eager evaluation of a branch that a select then discards may divide inf by inf (and the
+# like); NumPy's own functions raise no warning there, so neither do these composites.
+def quiet_unused_branch() -> Any:
+    return np.errstate(invalid="ignore", divide="ignore")
+
+# ----------------------------------------------------------------------------------------
+# operand handling
+
+
+def unary_operand(x: Any, dtype: Any = None) -> Any:
+    """A tracer or array for ``x`` (Python scalars become strong 0-d arrays, as in NumPy)."""
+    if not (is_tracer(x) or isinstance(x, np.ndarray)):
+        x = asarray(x)
+    return x if dtype is None else astype(x, dtype)
+
+
+def binary_operand(x: Any, dtype: Any = None) -> Any:
+    """Like :func:`unary_operand`, but Python scalars stay (weak) Python scalars."""
+    if dtype is not None:
+        return astype(x, dtype)
+    if is_tracer(x) or isinstance(x, (np.ndarray,) + PY_SCALARS):
+        return x
+    return asarray(x)
+
+
+# Operand types the wrappers pass on untouched (the fast path of every call).
+READY = frozenset({np.ndarray, Tracer})
+_READY_OR_SCALAR = READY | set(PY_SCALARS)
+
+
+def as_ufunc(impl: Callable) -> Callable:
+    """Wrap ``impl`` (taking 1 or 2 operands) into a NumPy-style ufunc function.
+
+    The wrapper has NumPy's signature ``f(x, /, out=None, *, dtype=None)`` (or
+    ``f(x1, x2, /, ...)``), takes the name and docstring of ``impl``, rejects ``out=`` and
+    casts the inputs to ``dtype`` when one is given.
+    """
+    name = impl.__name__
+    if impl.__code__.co_argcount == 1:
+        def ufunc(x, /, out=None, *, dtype=None):
+            if out is not None or dtype is not None or type(x) not in READY:
+                check_no_out(name, out)
+                x = unary_operand(x, dtype)
+            return impl(x)
+    else:
+        def ufunc(x1, x2, /, out=None, *, dtype=None):
+            if (out is not None or dtype is not None or type(x1) not in _READY_OR_SCALAR
+                    or type(x2) not in _READY_OR_SCALAR):
+                check_no_out(name, out)
+                x1, x2 = binary_operand(x1, dtype), binary_operand(x2, dtype)
+            return impl(x1, x2)
+    ufunc.__name__ = ufunc.__qualname__ = name
+    ufunc.__doc__ = impl.__doc__
+    ufunc.__module__ = impl.__module__
+    return ufunc
+
+
+def _inexact_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype NumPy's float-only ufunc loops pick for an input of dtype ``dt``."""
+    return np.promote_types(dt, np.float16) if dt.kind in "biu" else dt
+
+
+def to_inexact(x: Any) -> Any:
+    return astype(x, _inexact_dtype(x.dtype)) if x.dtype.kind in "biu" else x
+
+
+def promote_inexact(name: str, x1: Any, x2: Any) -> tuple:
+    """Promote two operands together, then to a float dtype (as float-only ufuncs do)."""
+    dt = _inexact_dtype(result_type(x1, x2))
+    a, b, _ = promote_args_dtype(name, x1, x2, np.zeros((), dt))[0]
+    return a, b, dt
+
+
+def promote_int8_for_bool(name: str, x1: Any, x2: Any) -> tuple:
+    """Promote two operands; two booleans become int8 (NumPy's loop for these ufuncs)."""
+    if result_type(x1, x2) == np.bool_:
+        return astype(x1, np.int8), astype(x2, np.int8), np.dtype(np.int8)
+    (a, b), dt = promote_args_dtype(name, x1, x2)
+    return a, b, dt
+
+
+def require_not_bool(name: str, x: Any, instead: str) -> None:
+    if x.dtype == np.bool_:
+        raise TypeError(f"functx.numpy.{name} is not supported for booleans (as in NumPy); "
+                        f"{instead}")
+
+
+def zero_of(x: Any) -> np.ndarray:
+    """A 0-d zero of ``x``'s dtype (primitives need operands of one dtype)."""
+    return np.zeros((), x.dtype)
+
+
+def same(x: Any) -> Any:
+    """``x`` as a result: a tracer as it is, an array as a read-only view (never the
+    caller's own, possibly writable, array)."""
+    return _fshape.unchanged(x)
+
+
+def full_bool(x: Any, value: builtins.bool) -> np.ndarray:
+    """A read-only bool array shaped like ``x`` (a result that does not depend on values)."""
+    out = np.full(tuple(x.shape), value, dtype=np.bool_)
+    out.flags.writeable = False
+    return out

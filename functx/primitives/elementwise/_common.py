@@ -1,0 +1,145 @@
+"""The elementwise family's shared definitions: dtype classes, shape rules, the helpers
+that define a unary or binary primitive, and the small tools their rules share
+(``unbroadcast``, ``scalar``, ``unary_jvp``...). The primitives themselves live in
+``_comparison``, ``_arithmetic`` and ``_transcendental`` (see the package's docstring).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from functx.errors import DTypeError
+from functx.ir import AbstractArray
+from functx.primitives import reduction as _red
+from functx.primitives import shape as _shape
+from functx.primitives._batching import broadcast_to_shape
+from functx.primitives._util import broadcast_shapes, fmt, same_dtypes, shape_of
+from functx.registry import Primitive
+
+
+# -- dtype classes ----------------------------------------------------------------------------
+
+def _is_real_float(dt: np.dtype) -> bool:
+    return dt.kind == "f" or dt.name == "bfloat16"
+
+
+# name -> (predicate on the dtype, words for error messages)
+DTYPE_CLASSES: dict[str, tuple[Callable[[np.dtype], bool], str]] = {
+    "any": (lambda dt: True, "any"),
+    "number": (lambda dt: dt.kind in "iufc" or dt.name == "bfloat16", "numeric (non-bool)"),
+    "real": (lambda dt: dt.kind in "iuf" or dt.name == "bfloat16",
+             "integer or real floating-point"),
+    "ordered": (lambda dt: dt.kind in "biuf" or dt.name == "bfloat16",
+                "bool, integer or real floating-point"),
+    "inexact": (lambda dt: dt.kind in "fc" or dt.name == "bfloat16",
+                "floating-point or complex"),
+    "float": (_is_real_float, "real floating-point"),
+    "logical": (lambda dt: dt.kind in "biu", "bool or integer"),
+}
+
+
+def check_dtype_class(name: str, accepts: str, *avals: AbstractArray) -> None:
+    """Check every operand's dtype belongs to the class ``accepts`` of DTYPE_CLASSES.
+
+    Raises:
+        DTypeError: naming the primitive, the operands and the dtypes it accepts.
+    """
+    ok, words = DTYPE_CLASSES[accepts]
+    for a in avals:
+        if not ok(np.dtype(a.dtype)):
+            raise DTypeError(
+                f"{name} needs {words} operands but got {fmt(avals)}. Convert the operand "
+                "with x.astype(...) first (functx.numpy functions do this as NumPy does).")
+
+
+# -- shape rules and definition helpers ---------------------------------------------------
+
+def make_unary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> Callable:
+    """The shape rule of a unary primitive accepting the dtype class ``accepts``.
+
+    The result has the operand's shape and dtype (``out_dtype`` if given, then not weak).
+    """
+    def rule(x: AbstractArray, **params: Any) -> AbstractArray:
+        check_dtype_class(name, accepts, x)
+        if out_dtype is None:
+            return x
+        return AbstractArray(x.shape, out_dtype, False)
+    return rule
+
+
+def make_binary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> Callable:
+    """The shape rule of a broadcasting binary primitive needing equal operand dtypes."""
+    def rule(x: AbstractArray, y: AbstractArray) -> AbstractArray:
+        dtype = same_dtypes(name, x, y)
+        check_dtype_class(name, accepts, x)
+        shape = broadcast_shapes(name, x.shape, y.shape)
+        if out_dtype is not None:
+            return AbstractArray(shape, out_dtype, False)
+        return AbstractArray(shape, dtype, x.weak_type and y.weak_type)
+    return rule
+
+
+def unary(name: str, impl: Callable | str, accepts: str = "any",
+          out_dtype: Any = None) -> Primitive:
+    """A new elementwise unary primitive with the same-shape rule and a generic impl (a
+    rule, or the name of the array-module ufunc, e.g. ``"sin"``)."""
+    p = Primitive(name)
+    p.def_abstract_eval(make_unary_aval(name, accepts, out_dtype))
+    p.def_impl(impl)
+    return p
+
+
+def binary(name: str, impl: Callable | str, accepts: str = "any",
+           out_dtype: Any = None) -> Primitive:
+    """A new broadcasting binary primitive with a generic impl (as for :func:`unary`)."""
+    p = Primitive(name)
+    p.def_abstract_eval(make_binary_aval(name, accepts, out_dtype))
+    p.def_impl(impl)
+    return p
+
+
+def unbroadcast(ct: Any, aval: Any) -> Any:
+    """Sum a cotangent of a broadcast result back to an operand's shape (and no further).
+
+    ``aval`` is the operand's abstract value or value (a Python scalar has shape ()).
+    """
+    shape = tuple(getattr(aval, "shape", ()))
+    if tuple(ct.shape) == shape:
+        return ct
+    lead = len(ct.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and ct.shape[lead + i] != 1)
+    summed = _red.reduce_sum(ct, axes) if axes else ct
+    return _shape.reshape(summed, shape) if tuple(summed.shape) != shape else summed
+
+
+def scalar(like: Any, value: Any) -> Any:
+    """A 0-d constant ``value`` of ``like``'s dtype on ``like``'s device (for VJP rules)."""
+    if type(like) is np.ndarray:
+        return _shape._scalar(np, value, like.dtype)
+    return _shape.constant(like, value, (), like.dtype)
+
+
+def quiet(**kinds: str) -> Any:
+    """Silence NumPy floating-point warnings (CuPy does not warn) for results that are right."""
+    return np.errstate(**kinds)
+
+
+def dtype_of(x: Any) -> np.dtype:
+    dt = getattr(x, "dtype", None)
+    return np.dtype(dt) if dt is not None else np.asarray(x).dtype
+
+
+def fit_tangent(t: Any, out: Any) -> Any:
+    """A tangent (or None) broadcast to the shape of the primal output ``out``."""
+    return None if t is None else broadcast_to_shape(t, shape_of(out))
+
+
+def unary_jvp(fn: Callable) -> Callable:
+    """The JVP rule of a unary primitive from ``fn(t, x, out) -> tangent`` (``t`` not None):
+    None stays None."""
+    def rule(tangents, primals, out, **params):
+        t = tangents[0]
+        return None if t is None else fn(t, primals[0], out)
+    return rule
