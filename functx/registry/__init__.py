@@ -48,6 +48,8 @@ import functools
 from typing import Any, Callable, Iterable
 
 from functx.errors import FunctxError, MissingRuleError
+from functx.registry.composite import composite_jvp, composite_rules, composite_vjp
+from functx.registry.hooks import HOOKS, MissingHookError, register_hook
 
 RULE_KINDS = ("abstract_eval", "impl[cpu]", "impl[cuda]", "vjp", "jvp", "batch")
 
@@ -141,6 +143,35 @@ class Primitive:
         self.jvp = fn
         return fn
 
+    def def_composite_rules(self, composite: Callable, *,
+                            argnums: Iterable[int] | None = None,
+                            zero_if: Callable[..., bool] | None = None) -> Callable:
+        """Declare that this primitive computes ``composite(*inputs, **params)`` (the same
+        values, written in functx operations), and take its VJP and JVP rules from it: the
+        VJP is the composite's VJP and the JVP the composite's JVP (through the transforms'
+        hooks; see :mod:`functx.registry.composite`). The VJP rule keeps every input alive.
+
+        Args:
+            composite: the computation; inputs positional, parameters as keywords; returns
+                a tuple for a primitive with ``multiple_results``.
+            argnums: the inputs with derivatives (default: all); the others get a None
+                (zero) cotangent and their tangents are ignored.
+            zero_if: ``zero_if(*inputs, **params)`` (on values or abstract values) says where
+                every derivative is zero and the composite must not run (an empty axis it
+                would divide by, say).
+
+        Returns:
+            ``composite``, so this can be used as a decorator.
+
+        Example:
+            >>> ln_grad_p.def_composite_rules(_ln_grad_composite,
+            ...                               zero_if=lambda x, w, g, *, eps: x.shape[-1] == 0)
+        """
+        vjp_rule, jvp_rule = composite_rules(composite, argnums=argnums, zero_if=zero_if)
+        self.def_vjp(vjp_rule, save_inputs=True)
+        self.def_jvp(jvp_rule)
+        return composite
+
     def def_batch(self, fn: Callable) -> Callable:
         """Register the batching rule ``fn(args, dims, **params) -> (out, out_dim)`` (see the
         module docstring); returns ``fn`` so it can be used as a decorator."""
@@ -178,6 +209,7 @@ class Primitive:
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive: run it eagerly, or record it in the active trace."""
+        # tracing is this layer too, and imports this module (a same-layer cycle).
         from functx.tracing import bind
 
         return bind(self, *args, **params)
@@ -247,11 +279,3 @@ _FALLBACK = {"jvp": "(vjp^T)", "batch": "(loop)"}
 
 REGISTRY = Registry()
 
-
-def main() -> None:
-    """Print the coverage table of every built-in primitive (``python -m functx.registry``)."""
-    import functx  # noqa: F401  (loads every primitive family)
-
-    print(REGISTRY.coverage_table())
-    print(f"\n{len(REGISTRY)} primitives; missing required rules: "
-          f"{REGISTRY.missing() or 'none'}")
