@@ -28,8 +28,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx import backends
-from functx.errors import ConcretizationError, FunctxError, TracerLeakError, user_source
+from functx import backends, tree
+from functx.errors import (ConcretizationError, FunctxError, MissingRuleError, TracerLeakError,
+                           user_source)
 from functx.ir import AbstractArray, Eqn, Literal, SourceInfo, Trace, Var, abstractify, typecheck
 from functx.registry import Primitive
 from functx.registry.hooks import HOOKS
@@ -492,8 +493,6 @@ def _abstract_eval_cached(prim: Primitive, avals: tuple, params: dict) -> tuple:
             key = None
     if out is None:
         if prim.abstract_eval is None:
-            from functx.errors import MissingRuleError
-
             raise MissingRuleError(f"Primitive {prim.name} has no abstract-eval (shape) rule; "
                                    f"register one with {prim.name}_p.def_abstract_eval(fn).")
         out = prim.abstract_eval(*avals, **params)
@@ -628,8 +627,6 @@ def flat_function(f: Callable, args: tuple, dyn_idx: Sequence[int], in_tree: Any
     arguments)``; positions not in ``dyn_idx`` keep their value from ``args``, and
     ``static_kwargs`` are passed as they are. Returns the flat function and a list that
     receives the output's tree structure when it runs."""
-    from functx import tree
-
     out_tree_box: list = []
 
     def flat_f(*leaves: Any) -> list:
@@ -692,15 +689,11 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
         >>> fx.eval_shape(lambda x: x @ x.T, fx.ShapeDtype((3, 4), np.float32))
         f32[3,3]
     """
-    from functx import tree
-
     return _make_tracer_fn(f, (), "eval_shape", lambda trace, out_tree: tree.unflatten(
         out_tree, [a.aval for a in trace.outputs]))(*args, **kwargs)
 
 
 def _make_tracer_fn(f: Callable, static_argnums: Any, name: str, finish: Callable) -> Callable:
-    from functx import tree
-
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     def traced(*args: Any, **kwargs: Any) -> Any:

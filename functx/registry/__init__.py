@@ -28,9 +28,9 @@ one operation:
   Rules move the batch axis only when they must (``functx.primitives._batching`` has the
   helpers). Optional: without it, ``vmap`` loops over the batch and stacks, with a warning.
 
-Every rule is written with functx operations (primitives' ``bind``, ``functx.numpy``), never
-with raw NumPy on its arguments, so rules compose with every transform: the values they get
-may be tracers of an enclosing transform.
+Every rule is written with functx operations (primitives' ``bind``, or ``functx.numpy``
+through the ``numpy`` hook below), never with raw NumPy on its arguments, so rules compose
+with every transform: the values they get may be tracers of an enclosing transform.
 
 Users define their own primitives with the same API the library uses::
 
@@ -39,6 +39,28 @@ Users define their own primitives with the same API the library uses::
     square_p.def_impl(lambda xp, x: x * x)
     square_p.def_vjp(lambda ct, ins, out: (2 * ins[0] * ct,), save_inputs=(0,))
     square = square_p.bind
+
+Composite rules. Where a primitive computes in one kernel what a composite of other
+primitives computes in many, its derivatives may come from differentiating that composite
+(the same formula in functx operations): ``prim.def_composite_rules(composite)`` registers
+the VJP rule ``ct -> vjp(composite)(ct)`` and the JVP rule ``t -> jvp(composite)(t)``, with
+``composite(*inputs, **params)`` returning what the primitive returns. ``argnums`` limits
+the derivatives to some inputs, ``zero_if(*inputs, **params)`` says where they are all
+zero. A hand-written rule that needs the composite's derivative for some operands only calls
+``composite_vjp(composite, ins, ct, argnums, **params)`` or ``composite_jvp(composite,
+primals, tangents, **params)`` (``functx.registry.composite``: the one implementation)::
+
+    layer_norm_grad_p.def_composite_rules(_ln_grad_composite, zero_if=_no_features)
+
+Hooks. The registry and the primitives sit below the transforms and ``functx.numpy`` in the
+layers (``errors``/``tree`` -> ``ir`` -> ``backends`` -> ``tracing`` + ``registry`` ->
+``primitives`` -> ``transforms`` -> ``numpy`` -> ``nn``...) and never import them, not even
+inside a function. The operations they need from above are *hooks* that the upper layer
+registers when it is imported (``functx.registry.hooks``): ``HOOKS.vjp``, ``HOOKS.jvp`` and
+``HOOKS.grad`` (registered by ``functx.transforms``; composite rules use them) and
+``HOOKS.numpy`` (the ``functx.numpy`` module; tracer operators and methods use it, and the
+few rules written with NumPy-style functions). A rule prefers other primitives' ``bind``
+functions to ``HOOKS.numpy``. Using a hook nobody registered raises ``MissingHookError``.
 
 ``python -m functx.registry`` prints which rules every primitive has.
 """
