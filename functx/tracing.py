@@ -253,15 +253,19 @@ class Tracer:
         return HOOKS.numpy.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
     def prod(self, axis=None, keepdims=False):
         return HOOKS.numpy.prod(self, axis=axis, keepdims=keepdims)
-    def max(self, axis=None, keepdims=False): return HOOKS.numpy.max(self, axis=axis, keepdims=keepdims)
-    def min(self, axis=None, keepdims=False): return HOOKS.numpy.min(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False):
+        return HOOKS.numpy.max(self, axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False):
+        return HOOKS.numpy.min(self, axis=axis, keepdims=keepdims)
     def argmax(self, axis=None, keepdims=False):
         return HOOKS.numpy.argmax(self, axis=axis, keepdims=keepdims)
     def argmin(self, axis=None, keepdims=False):
         return HOOKS.numpy.argmin(self, axis=axis, keepdims=keepdims)
     def cumsum(self, axis=None): return HOOKS.numpy.cumsum(self, axis=axis)
-    def any(self, axis=None, keepdims=False): return HOOKS.numpy.any(self, axis=axis, keepdims=keepdims)
-    def all(self, axis=None, keepdims=False): return HOOKS.numpy.all(self, axis=axis, keepdims=keepdims)
+    def any(self, axis=None, keepdims=False):
+        return HOOKS.numpy.any(self, axis=axis, keepdims=keepdims)
+    def all(self, axis=None, keepdims=False):
+        return HOOKS.numpy.all(self, axis=axis, keepdims=keepdims)
     def squeeze(self, axis=None): return HOOKS.numpy.squeeze(self, axis=axis)
     def ravel(self): return HOOKS.numpy.ravel(self)
     def flatten(self): return HOOKS.numpy.ravel(self)

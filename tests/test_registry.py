@@ -303,7 +303,7 @@ def test_hooks_are_registered_not_assigned() -> None:
     assert HOOKS.numpy is not None
 
 
-# -- composite rules (Primitive.def_composite_rules) ------------------------------------------------
+# -- composite rules (Primitive.def_composite_rules) -----------------------------------------------
 
 def make_composite_cube(registry: Registry, **kwargs) -> functx.Primitive:
     """``x ** 3 * w`` as a primitive whose derivatives come from its composite."""

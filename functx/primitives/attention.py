@@ -52,8 +52,7 @@ from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
-from functx.primitives._batching import (add_tangents, batch_size, broadcast_to_shape,
-                                         moveaxis, to_front)
+from functx.primitives._batching import add_tangents, batch_size, broadcast_to_shape, to_front
 from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
 from functx.primitives.linalg import dot_general
 from functx.primitives.misc import stop_gradient

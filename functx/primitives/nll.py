@@ -200,7 +200,7 @@ def _nll_vjp(ct, ins, out, *, axis, reduction, needs):
 
 @class_nll_p.def_jvp
 def _nll_jvp(tangents, primals, out, *, axis, reduction):
-    (tx, _, tw), (x, t, w) = tangents, primals
+    (tx, _, tw), (_, t, w) = tangents, primals
     res = None if tx is None else class_nll(tx, t, w, axis=axis, reduction=reduction)
     if tw is not None:
         res = add_tangents(res, composite_jvp(_nll_composite, primals, (None, None, tw),
@@ -243,7 +243,7 @@ def _nll_grad_vjp(ct, ins, out, *, axis, size, reduction, needs):
 
 @class_nll_grad_p.def_jvp
 def _nll_grad_jvp(tangents, primals, out, *, axis, size, reduction):
-    (_, tw, tg), (t, w, g) = tangents, primals
+    (_, tw, tg), (t, w, _) = tangents, primals
     res = None if tg is None else class_nll_grad(t, w, tg, axis=axis, size=size,
                                                  reduction=reduction)
     if tw is not None:

@@ -73,6 +73,9 @@ from functx.errors import FunctxError, MissingRuleError
 from functx.registry.composite import composite_jvp, composite_rules, composite_vjp
 from functx.registry.hooks import HOOKS, MissingHookError, register_hook
 
+__all__ = ["Primitive", "Registry", "REGISTRY", "RULE_KINDS", "HOOKS", "MissingHookError",
+           "register_hook", "composite_vjp", "composite_jvp", "composite_rules"]
+
 RULE_KINDS = ("abstract_eval", "impl[cpu]", "impl[cuda]", "vjp", "jvp", "batch")
 
 
