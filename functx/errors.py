@@ -6,6 +6,73 @@ to do about it.
 """
 from __future__ import annotations
 
+import os
+import sys
+from typing import Any
+
+# ----------------------------------------------------------------------------------------
+# Where in the user's code are we? (Errors name it; traces record it per equation.)
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+_internal_code: dict[Any, bool] = {}
+
+
+def _is_internal(code: Any) -> bool:
+    r = _internal_code.get(code)
+    if r is None:
+        fn = code.co_filename
+        r = _internal_code[code] = (fn.startswith(_PKG_DIR) and "/tests/" not in fn) or \
+            fn.startswith("<frozen")
+    return r
+
+
+class SourceInfo:
+    """Where, in the user's code, an equation was recorded (a code object and a line).
+
+    Cheap to capture: the file and function names are read only when printed.
+    """
+
+    __slots__ = ("code", "lineno")
+
+    def __init__(self, code: Any, lineno: int) -> None:
+        self.code = code
+        self.lineno = lineno
+
+    @property
+    def filename(self) -> str:
+        return self.code.co_filename
+
+    @property
+    def function(self) -> str:
+        return self.code.co_name
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} ({self.function})"
+
+    __repr__ = __str__
+
+
+def user_source(depth: int = 1) -> SourceInfo | None:
+    """The innermost stack frame outside functx, as a SourceInfo (None if there is none)."""
+    # Called for every traced equation: the memo lookup is inlined (a function call per
+    # frame walked was a fifth of the cost of tracing).
+    f = sys._getframe(depth)
+    known = _internal_code.get
+    while f is not None:
+        code = f.f_code
+        internal = known(code)
+        if internal is None:
+            internal = _is_internal(code)
+        if not internal:
+            return SourceInfo(code, f.f_lineno)
+        f = f.f_back
+    return None
+
+
+# ----------------------------------------------------------------------------------------
+# The exception types
+
 
 class FunctxError(Exception):
     """Base class of every error functx raises on purpose.
@@ -16,8 +83,6 @@ class FunctxError(Exception):
 
     def __init__(self, *args: object) -> None:
         if len(args) == 1 and isinstance(args[0], str) and "Your code:" not in args[0]:
-            from functx.tracing import user_source  # errors is imported by tracing
-
             source = user_source(2)
             if source is not None:
                 args = (f"{args[0]}\n  Your code: {source}",)
@@ -51,6 +116,11 @@ class MissingRuleError(FunctxError, NotImplementedError):
 
 class DeviceError(FunctxError, ValueError):
     """Operands live on different devices, or a device is unavailable."""
+
+
+class MissingHookError(FunctxError, RuntimeError):
+    """A lower layer needs an operation that the higher layer providing it has not
+    registered (see ``functx.registry.hooks``): that layer's package was not imported."""
 
 
 class GradError(FunctxError, TypeError):

@@ -18,6 +18,9 @@ import attrs
 import numpy as np
 
 from functx import tree
+# SourceInfo (where in the user's code an equation was recorded) lives in functx.errors, the
+# lowest layer, so that every error can name the user's line; it is part of the IR too.
+from functx.errors import FunctxError, SourceInfo
 
 _SHORT_DTYPE = {
     "float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
@@ -130,32 +133,6 @@ class Literal:
 Atom = Var | Literal
 
 
-class SourceInfo:
-    """Where, in the user's code, an equation was recorded (a code object and a line).
-
-    Cheap to capture: the file and function names are read only when printed.
-    """
-
-    __slots__ = ("code", "lineno")
-
-    def __init__(self, code: Any, lineno: int) -> None:
-        self.code = code
-        self.lineno = lineno
-
-    @property
-    def filename(self) -> str:
-        return self.code.co_filename
-
-    @property
-    def function(self) -> str:
-        return self.code.co_name
-
-    def __str__(self) -> str:
-        return f"{self.filename}:{self.lineno} ({self.function})"
-
-    __repr__ = __str__
-
-
 class Eqn(NamedTuple):
     """One primitive applied to input atoms, producing output variables.
 
@@ -261,8 +238,6 @@ def typecheck(trace: Trace) -> None:
         FunctxError: a variable is used before it is defined, or an equation's output types
             differ from what its primitive's abstract-eval rule says.
     """
-    from functx.errors import FunctxError
-
     defined = {id(v) for v in (*trace.in_vars, *trace.const_vars)}
 
     def check_atom(a: Any, where: str) -> AbstractArray:

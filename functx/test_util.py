@@ -6,6 +6,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from functx import tree
+from functx.primitives.shape import array_module
 from functx.transforms.grad import vjp
 from functx.transforms.jvp import jvp
 
@@ -32,8 +33,6 @@ def _dtype(x: Any) -> np.dtype:
 
 def _like(x: Any, value: np.ndarray) -> Any:
     """``value`` (a NumPy array) as an array of ``x``'s dtype on ``x``'s device."""
-    from functx.primitives.shape import array_module
-
     xp = array_module(x)
     return xp.asarray(value.astype(_dtype(x)))
 

@@ -23,50 +23,20 @@ trace). Abstract tracing always checks shapes and dtypes at trace time.
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx import backends
-from functx.errors import ConcretizationError, FunctxError, TracerLeakError
+from functx import backends, tree
+from functx.errors import (ConcretizationError, FunctxError, MissingRuleError, TracerLeakError,
+                           user_source)
 from functx.ir import AbstractArray, Eqn, Literal, SourceInfo, Trace, Var, abstractify, typecheck
 from functx.registry import Primitive
-
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+from functx.registry.hooks import HOOKS
 
 # ----------------------------------------------------------------------------------------
-# Where in the user's code are we?
-
-_internal_code: dict[Any, bool] = {}
-
-
-def _is_internal(code: Any) -> bool:
-    r = _internal_code.get(code)
-    if r is None:
-        fn = code.co_filename
-        r = _internal_code[code] = (fn.startswith(_PKG_DIR) and "/tests/" not in fn) or \
-            fn.startswith("<frozen")
-    return r
-
-
-def user_source(depth: int = 1) -> SourceInfo | None:
-    """The innermost stack frame outside functx, as a SourceInfo (None if there is none)."""
-    # Called for every traced equation: the memo lookup is inlined (a function call per
-    # frame walked was a fifth of the cost of tracing).
-    f = sys._getframe(depth)
-    known = _internal_code.get
-    while f is not None:
-        code = f.f_code
-        internal = known(code)
-        if internal is None:
-            internal = _is_internal(code)
-        if not internal:
-            return SourceInfo(code, f.f_lineno)
-        f = f.f_back
-    return None
+# Where in the user's code are we? (user_source lives in functx.errors, the lowest layer.)
 
 
 def _your_code() -> str:
@@ -84,10 +54,10 @@ def attach_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
 
 
 # ----------------------------------------------------------------------------------------
-# The numpy-like API that tracer methods and operators use: functx.numpy, which installs
-# itself here when it is imported (functx/__init__.py imports it).
-
-_fnp: Any = None
+# Tracer methods and operators are functx.numpy's functions (``x + y`` is
+# ``functx.numpy.add(x, y)``). functx.numpy sits above this layer, so it registers its namespace
+# as the ``numpy`` hook of functx.registry.hooks when it is imported; the operators read
+# ``HOOKS.numpy`` (an attribute of a fixed object: no dictionary lookup, no call).
 
 
 class Tracer:
@@ -197,7 +167,7 @@ class Tracer:
             + _your_code())
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        fn = getattr(_fnp, ufunc.__name__, None) if method == "__call__" else None
+        fn = getattr(HOOKS.numpy, ufunc.__name__, None) if method == "__call__" else None
         if fn is None or kwargs.get("out") is not None:
             raise TypeError(
                 f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method} has no "
@@ -206,7 +176,7 @@ class Tracer:
         return fn(*inputs, **kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        fn = getattr(_fnp, func.__name__, None)
+        fn = getattr(HOOKS.numpy, func.__name__, None)
         if fn is None or getattr(func, "__module__", "numpy") not in ("numpy", "numpy.core",
                                                                       "numpy._core"):
             raise TypeError(
@@ -215,42 +185,42 @@ class Tracer:
         return fn(*args, **kwargs)
 
     # -- operators (NumPy semantics, implemented by functx.numpy) --
-    def __neg__(self): return _fnp.negative(self)
+    def __neg__(self): return HOOKS.numpy.negative(self)
     def __pos__(self): return self
-    def __abs__(self): return _fnp.abs(self)
-    def __invert__(self): return _fnp.invert(self)
-    def __add__(self, o): return _fnp.add(self, o)
-    def __radd__(self, o): return _fnp.add(o, self)
-    def __sub__(self, o): return _fnp.subtract(self, o)
-    def __rsub__(self, o): return _fnp.subtract(o, self)
-    def __mul__(self, o): return _fnp.multiply(self, o)
-    def __rmul__(self, o): return _fnp.multiply(o, self)
-    def __truediv__(self, o): return _fnp.true_divide(self, o)
-    def __rtruediv__(self, o): return _fnp.true_divide(o, self)
-    def __floordiv__(self, o): return _fnp.floor_divide(self, o)
-    def __rfloordiv__(self, o): return _fnp.floor_divide(o, self)
-    def __mod__(self, o): return _fnp.remainder(self, o)
-    def __rmod__(self, o): return _fnp.remainder(o, self)
-    def __pow__(self, o): return _fnp.power(self, o)
-    def __rpow__(self, o): return _fnp.power(o, self)
-    def __matmul__(self, o): return _fnp.matmul(self, o)
-    def __rmatmul__(self, o): return _fnp.matmul(o, self)
-    def __and__(self, o): return _fnp.bitwise_and(self, o)
-    def __rand__(self, o): return _fnp.bitwise_and(o, self)
-    def __or__(self, o): return _fnp.bitwise_or(self, o)
-    def __ror__(self, o): return _fnp.bitwise_or(o, self)
-    def __xor__(self, o): return _fnp.bitwise_xor(self, o)
-    def __rxor__(self, o): return _fnp.bitwise_xor(o, self)
-    def __eq__(self, o): return _fnp.equal(self, o)  # type: ignore[override]
-    def __ne__(self, o): return _fnp.not_equal(self, o)  # type: ignore[override]
-    def __lt__(self, o): return _fnp.less(self, o)
-    def __le__(self, o): return _fnp.less_equal(self, o)
-    def __gt__(self, o): return _fnp.greater(self, o)
-    def __ge__(self, o): return _fnp.greater_equal(self, o)
+    def __abs__(self): return HOOKS.numpy.abs(self)
+    def __invert__(self): return HOOKS.numpy.invert(self)
+    def __add__(self, o): return HOOKS.numpy.add(self, o)
+    def __radd__(self, o): return HOOKS.numpy.add(o, self)
+    def __sub__(self, o): return HOOKS.numpy.subtract(self, o)
+    def __rsub__(self, o): return HOOKS.numpy.subtract(o, self)
+    def __mul__(self, o): return HOOKS.numpy.multiply(self, o)
+    def __rmul__(self, o): return HOOKS.numpy.multiply(o, self)
+    def __truediv__(self, o): return HOOKS.numpy.true_divide(self, o)
+    def __rtruediv__(self, o): return HOOKS.numpy.true_divide(o, self)
+    def __floordiv__(self, o): return HOOKS.numpy.floor_divide(self, o)
+    def __rfloordiv__(self, o): return HOOKS.numpy.floor_divide(o, self)
+    def __mod__(self, o): return HOOKS.numpy.remainder(self, o)
+    def __rmod__(self, o): return HOOKS.numpy.remainder(o, self)
+    def __pow__(self, o): return HOOKS.numpy.power(self, o)
+    def __rpow__(self, o): return HOOKS.numpy.power(o, self)
+    def __matmul__(self, o): return HOOKS.numpy.matmul(self, o)
+    def __rmatmul__(self, o): return HOOKS.numpy.matmul(o, self)
+    def __and__(self, o): return HOOKS.numpy.bitwise_and(self, o)
+    def __rand__(self, o): return HOOKS.numpy.bitwise_and(o, self)
+    def __or__(self, o): return HOOKS.numpy.bitwise_or(self, o)
+    def __ror__(self, o): return HOOKS.numpy.bitwise_or(o, self)
+    def __xor__(self, o): return HOOKS.numpy.bitwise_xor(self, o)
+    def __rxor__(self, o): return HOOKS.numpy.bitwise_xor(o, self)
+    def __eq__(self, o): return HOOKS.numpy.equal(self, o)  # type: ignore[override]
+    def __ne__(self, o): return HOOKS.numpy.not_equal(self, o)  # type: ignore[override]
+    def __lt__(self, o): return HOOKS.numpy.less(self, o)
+    def __le__(self, o): return HOOKS.numpy.less_equal(self, o)
+    def __gt__(self, o): return HOOKS.numpy.greater(self, o)
+    def __ge__(self, o): return HOOKS.numpy.greater_equal(self, o)
     __hash__ = None  # type: ignore[assignment]
 
     def __getitem__(self, idx: Any) -> Any:
-        return _fnp.getitem(self, idx)
+        return HOOKS.numpy.getitem(self, idx)
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         raise TypeError("functx values are immutable: instead of x[idx] = y, write "
@@ -259,53 +229,57 @@ class Tracer:
     @property
     def at(self) -> Any:
         """Functional updates: ``x.at[idx].set(y)``, ``.add(y)``, ``.mul(y)``, ``.get()``."""
-        return _fnp.at(self)
+        return HOOKS.numpy.at(self)
 
     # -- array methods (as NumPy's) --
     @property
-    def T(self): return _fnp.transpose(self)
+    def T(self): return HOOKS.numpy.transpose(self)
     @property
-    def mT(self): return _fnp.swapaxes(self, -1, -2)
+    def mT(self): return HOOKS.numpy.swapaxes(self, -1, -2)
     def reshape(self, *shape, order="C"):
         shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
-        return _fnp.reshape(self, shape, order=order)
+        return HOOKS.numpy.reshape(self, shape, order=order)
     def transpose(self, *axes):
         axes = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
-        return _fnp.transpose(self, axes or None)
-    def astype(self, dtype, copy=True): return _fnp.astype(self, dtype)
+        return HOOKS.numpy.transpose(self, axes or None)
+    def astype(self, dtype, copy=True): return HOOKS.numpy.astype(self, dtype)
     def sum(self, axis=None, dtype=None, keepdims=False):
-        return _fnp.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return HOOKS.numpy.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
     def mean(self, axis=None, dtype=None, keepdims=False):
-        return _fnp.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return HOOKS.numpy.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
     def var(self, axis=None, ddof=0, keepdims=False):
-        return _fnp.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return HOOKS.numpy.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
     def std(self, axis=None, ddof=0, keepdims=False):
-        return _fnp.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return HOOKS.numpy.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
     def prod(self, axis=None, keepdims=False):
-        return _fnp.prod(self, axis=axis, keepdims=keepdims)
-    def max(self, axis=None, keepdims=False): return _fnp.max(self, axis=axis, keepdims=keepdims)
-    def min(self, axis=None, keepdims=False): return _fnp.min(self, axis=axis, keepdims=keepdims)
+        return HOOKS.numpy.prod(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False):
+        return HOOKS.numpy.max(self, axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False):
+        return HOOKS.numpy.min(self, axis=axis, keepdims=keepdims)
     def argmax(self, axis=None, keepdims=False):
-        return _fnp.argmax(self, axis=axis, keepdims=keepdims)
+        return HOOKS.numpy.argmax(self, axis=axis, keepdims=keepdims)
     def argmin(self, axis=None, keepdims=False):
-        return _fnp.argmin(self, axis=axis, keepdims=keepdims)
-    def cumsum(self, axis=None): return _fnp.cumsum(self, axis=axis)
-    def any(self, axis=None, keepdims=False): return _fnp.any(self, axis=axis, keepdims=keepdims)
-    def all(self, axis=None, keepdims=False): return _fnp.all(self, axis=axis, keepdims=keepdims)
-    def squeeze(self, axis=None): return _fnp.squeeze(self, axis=axis)
-    def ravel(self): return _fnp.ravel(self)
-    def flatten(self): return _fnp.ravel(self)
-    def swapaxes(self, a, b): return _fnp.swapaxes(self, a, b)
-    def clip(self, min=None, max=None): return _fnp.clip(self, min, max)
-    def dot(self, other): return _fnp.dot(self, other)
-    def round(self, decimals=0): return _fnp.round(self, decimals)
-    def __round__(self, ndigits=None): return _fnp.round(self, ndigits or 0)
-    def conj(self): return _fnp.conj(self)
-    def conjugate(self): return _fnp.conj(self)
+        return HOOKS.numpy.argmin(self, axis=axis, keepdims=keepdims)
+    def cumsum(self, axis=None): return HOOKS.numpy.cumsum(self, axis=axis)
+    def any(self, axis=None, keepdims=False):
+        return HOOKS.numpy.any(self, axis=axis, keepdims=keepdims)
+    def all(self, axis=None, keepdims=False):
+        return HOOKS.numpy.all(self, axis=axis, keepdims=keepdims)
+    def squeeze(self, axis=None): return HOOKS.numpy.squeeze(self, axis=axis)
+    def ravel(self): return HOOKS.numpy.ravel(self)
+    def flatten(self): return HOOKS.numpy.ravel(self)
+    def swapaxes(self, a, b): return HOOKS.numpy.swapaxes(self, a, b)
+    def clip(self, min=None, max=None): return HOOKS.numpy.clip(self, min, max)
+    def dot(self, other): return HOOKS.numpy.dot(self, other)
+    def round(self, decimals=0): return HOOKS.numpy.round(self, decimals)
+    def __round__(self, ndigits=None): return HOOKS.numpy.round(self, ndigits or 0)
+    def conj(self): return HOOKS.numpy.conj(self)
+    def conjugate(self): return HOOKS.numpy.conj(self)
     @property
-    def real(self): return _fnp.real(self)
+    def real(self): return HOOKS.numpy.real(self)
     @property
-    def imag(self): return _fnp.imag(self)
+    def imag(self): return HOOKS.numpy.imag(self)
 
 
 # The device functions (functx.backends, a lower layer) look through tracers and refuse them
@@ -528,8 +502,6 @@ def _abstract_eval_cached(prim: Primitive, avals: tuple, params: dict) -> tuple:
             key = None
     if out is None:
         if prim.abstract_eval is None:
-            from functx.errors import MissingRuleError
-
             raise MissingRuleError(f"Primitive {prim.name} has no abstract-eval (shape) rule; "
                                    f"register one with {prim.name}_p.def_abstract_eval(fn).")
         out = prim.abstract_eval(*avals, **params)
@@ -664,8 +636,6 @@ def flat_function(f: Callable, args: tuple, dyn_idx: Sequence[int], in_tree: Any
     arguments)``; positions not in ``dyn_idx`` keep their value from ``args``, and
     ``static_kwargs`` are passed as they are. Returns the flat function and a list that
     receives the output's tree structure when it runs."""
-    from functx import tree
-
     out_tree_box: list = []
 
     def flat_f(*leaves: Any) -> list:
@@ -728,15 +698,11 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
         >>> fx.eval_shape(lambda x: x @ x.T, fx.ShapeDtype((3, 4), np.float32))
         f32[3,3]
     """
-    from functx import tree
-
     return _make_tracer_fn(f, (), "eval_shape", lambda trace, out_tree: tree.unflatten(
         out_tree, [a.aval for a in trace.outputs]))(*args, **kwargs)
 
 
 def _make_tracer_fn(f: Callable, static_argnums: Any, name: str, finish: Callable) -> Callable:
-    from functx import tree
-
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     def traced(*args: Any, **kwargs: Any) -> Any:

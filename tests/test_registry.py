@@ -263,3 +263,107 @@ def test_missing_impl_and_shape_rule_errors() -> None:
     no_shape.def_impl(lambda xp, x: x)
     with pytest.raises(MissingRuleError, match=r"no_shape_rule.*abstract-eval"):
         functx.make_trace(lambda x: no_shape.bind(x))(np.ones(2))
+
+
+# -- hooks (functx.registry.hooks) -----------------------------------------------------------------
+
+def test_registered_hooks_are_the_upper_layers_operations() -> None:
+    """import functx registers functx.numpy and the transforms as the hooks."""
+    import functx.numpy as fnp
+    from functx.registry.hooks import HOOKS, HOOK_PROVIDERS
+
+    assert set(HOOK_PROVIDERS) == {"numpy", "vjp", "jvp", "grad"}
+    assert HOOKS.numpy is fnp
+    assert (HOOKS.vjp, HOOKS.jvp, HOOKS.grad) == (functx.vjp, functx.jvp, functx.grad)
+    assert all(HOOKS.is_registered(name) for name in HOOK_PROVIDERS)
+
+
+def test_a_missing_hook_raises_a_functx_error_naming_it() -> None:
+    """A hook nobody registered fails on use with MissingHookError, which names the hook and
+    the package that registers it."""
+    from functx.registry.hooks import Hooks, MissingHookError
+
+    fresh = Hooks()
+    assert not fresh.is_registered("numpy")
+    with pytest.raises(MissingHookError, match=r"'numpy' hook.*functx\.numpy.*import functx"):
+        fresh.numpy.add(1, 2)
+    with pytest.raises(MissingHookError, match=r"'vjp' hook.*functx\.transforms"):
+        fresh.vjp(lambda x: x, 1.0)
+    assert issubclass(MissingHookError, FunctxError)
+
+
+def test_hooks_are_registered_not_assigned() -> None:
+    """Assigning a hook directly, or registering an unknown one, raises FunctxError."""
+    from functx.registry.hooks import HOOKS, register_hook
+
+    with pytest.raises(FunctxError, match="register_hook"):
+        HOOKS.numpy = None
+    with pytest.raises(FunctxError, match="no hook called 'nmupy'"):
+        register_hook("nmupy", None)
+    assert HOOKS.numpy is not None
+
+
+# -- composite rules (Primitive.def_composite_rules) -----------------------------------------------
+
+def make_composite_cube(registry: Registry, **kwargs) -> functx.Primitive:
+    """``x ** 3 * w`` as a primitive whose derivatives come from its composite."""
+    p = functx.Primitive(unique("composite_cube"), registry=registry)
+    p.def_abstract_eval(lambda x, w, *, k: x)
+    p.def_impl(lambda xp, x, w, *, k: x * x * x * w * k)
+
+    def composite(x, w, *, k):
+        return _ew.mul(_ew.mul(_ew.mul(_ew.mul(x, x), x), w), k)
+
+    assert p.def_composite_rules(composite, **kwargs) is composite
+    return p
+
+
+def test_composite_rules_give_every_order_of_derivative() -> None:
+    """VJP and JVP of the composite: d/dx = 3 k w x^2, d2/dx2 = 6 k w x, d/dw = k x^3, and
+    forward mode agrees with reverse mode."""
+    p = make_composite_cube(Registry())
+    w = np.array(1.5)
+    f = lambda x: p.bind(x, w, k=2.0)  # noqa: E731
+    for x in (-1.5, 0.5, 2.0):
+        np.testing.assert_allclose(functx.grad(f)(x), 3 * 2.0 * 1.5 * x ** 2)
+        np.testing.assert_allclose(functx.grad(functx.grad(f))(x), 6 * 2.0 * 1.5 * x)
+        _, t = functx.jvp(f, (np.array(x),), (np.array(0.5),))
+        np.testing.assert_allclose(t, 0.5 * 3 * 2.0 * 1.5 * x ** 2)
+        np.testing.assert_allclose(functx.grad(lambda w_: p.bind(np.array(x), w_, k=2.0))(1.5),
+                                   2.0 * x ** 3)
+    assert p.save_inputs is True and p.jvp is not None
+
+
+def test_composite_rules_respect_argnums_and_zero_if() -> None:
+    """Inputs outside argnums get no cotangent and no tangent; where zero_if holds every
+    derivative is zero and the composite is not run."""
+    p = make_composite_cube(Registry(), argnums=(0,))
+    x, w = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    gx, gw = functx.grad(lambda x, w: total(p.bind(x, w, k=1.0)), argnums=(0, 1))(x, w)
+    np.testing.assert_allclose(gx, 3 * w * x ** 2)
+    np.testing.assert_array_equal(gw, 0.0)
+    _, t = functx.jvp(lambda w: p.bind(x, w, k=1.0), (w,), (np.ones(2),))
+    np.testing.assert_array_equal(t, 0.0)
+
+    q = make_composite_cube(Registry(), zero_if=lambda x, w, *, k: k == 0.0)
+    np.testing.assert_array_equal(functx.grad(lambda x: total(q.bind(x, w, k=0.0)))(x), 0.0)
+    np.testing.assert_allclose(functx.grad(lambda x: total(q.bind(x, w, k=1.0)))(x),
+                               3 * w * x ** 2)
+
+
+def test_composite_vjp_and_jvp_helpers() -> None:
+    """composite_vjp/composite_jvp: one cotangent per input (None outside argnums), and
+    None for all-zero tangents."""
+    from functx.registry import composite_jvp, composite_vjp
+
+    def f(x, y, *, c):
+        return _ew.mul(_ew.mul(x, y), c)
+
+    x, y = np.array([1.0, 2.0]), np.array([3.0, 5.0])
+    ct = np.array([1.0, 1.0])
+    dx, dy = composite_vjp(f, (x, y), ct, c=2.0)
+    np.testing.assert_allclose(dx, 2 * y)
+    np.testing.assert_allclose(dy, 2 * x)
+    assert composite_vjp(f, (x, y), ct, (1,), c=2.0)[0] is None
+    assert composite_jvp(f, (x, y), (None, None), c=2.0) is None
+    np.testing.assert_allclose(composite_jvp(f, (x, y), (None, np.ones(2)), c=2.0), 2 * x)

@@ -13,6 +13,7 @@ import functx.numpy as fnp
 from functx.errors import ArgumentError, ConcretizationError, DTypeError, ShapeError
 from functx.numpy._promotion import is_tracer
 from functx.numpy._shape import to_host
+from functx.primitives.misc import stop_gradient
 
 
 def array(x: Any) -> Any:
@@ -168,6 +169,4 @@ def gradient_scaled(value: Any, x: Any, scale: Any) -> Any:
     ``value`` is computed from ``x`` but treated as a constant; ``x - stop_gradient(x)``
     is exactly zero forward and carries the gradient.
     """
-    from functx.primitives.misc import stop_gradient
-
     return fnp.add(stop_gradient(value), fnp.multiply(fnp.subtract(x, stop_gradient(x)), scale))

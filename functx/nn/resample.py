@@ -30,6 +30,7 @@ import numpy as np
 
 import functx.numpy as fnp
 from functx.errors import DTypeError, ShapeError
+from functx.nn import pooling
 from functx.nn._util import ArgumentError, array, check_option
 from functx.nn.conv import float_operands
 from functx.numpy._shape import on_device_of
@@ -361,7 +362,6 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None, mode: st
     out, scales = _geometry(x, size, scale_factor,
                             recompute_scale_factor or (mode == "area" and size is None))
     if mode == "area":
-        from functx.nn import pooling
         return getattr(pooling, f"adaptive_avg_pool{x.ndim - 2}d")(x, tuple(out))
     align = bool(align_corners)
     for k, (n_in, n_out, scale) in enumerate(zip(x.shape[2:], out, scales)):

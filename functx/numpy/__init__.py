@@ -33,6 +33,8 @@ __all__ = sorted(set(__all__) | {"conj", "conjugate", "imag", "real"})
 
 import sys as _sys  # noqa: E402
 
-import functx.tracing as _tracing  # noqa: E402
+from functx.registry.hooks import register_hook as _register_hook  # noqa: E402
 
-_tracing._fnp = _sys.modules[__name__]  # tracer operators and methods use this module
+# Tracer operators and methods (functx.tracing), and the few primitive rules that need
+# NumPy-style functions, call this module through the registry's "numpy" hook.
+_register_hook("numpy", _sys.modules[__name__])

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from functx.backends import CPU, backend_of
 from functx.ir import abstractify
 
 from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer
@@ -548,8 +549,6 @@ def take(a: Any, indices: Any, axis: int | None = None, out: Any = None,
 
 def _on_device(x: Any) -> bool:
     """Whether ``x`` is an array of a non-CPU backend (e.g. a CuPy array)."""
-    from functx.backends import CPU, backend_of
-
     b = None if isinstance(x, (np.ndarray, list, tuple, int)) else backend_of(x)
     return b is not None and b is not CPU
 

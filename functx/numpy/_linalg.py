@@ -43,6 +43,7 @@ from functx.primitives import indexing as _ix
 from functx.primitives import linalg as _la
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _p
+from functx.primitives.complex import conj
 from functx.tracing import Tracer
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "kron"]
@@ -152,9 +153,7 @@ def vdot(a: Any, b: Any, /) -> Any:
     """The dot product of the flattened arrays (the first one conjugated if complex)."""
     a, b = _promoted("vdot", a, b)
     if a.dtype.kind == "c":
-        from functx.primitives.complex import conj as conjugate
-
-        a = conjugate(a)
+        a = conj(a)
     a, b = ravel(a), ravel(b)
     if a.shape != b.shape:
         raise ShapeError(f"functx.numpy.vdot: the arrays have {a.shape[0]} and {b.shape[0]} "

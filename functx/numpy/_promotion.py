@@ -27,6 +27,8 @@ import numpy as np
 
 from functx.backends import _BY_TYPE, CPU as _CPU
 from functx.ir import AbstractArray
+from functx.primitives import elementwise as _ew
+from functx.primitives import shape as _shape
 from functx.tracing import Tracer
 
 __all__ = [
@@ -151,8 +153,6 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> builtins.bool:
 
 
 def _convert(x: Any, dt: np.dtype) -> Any:
-    from functx.primitives import elementwise as _ew
-
     return _ew.convert_element_type(x, new_dtype=dt)
 
 
@@ -164,8 +164,6 @@ def _from_sequence(x: Any, dt: Any) -> Any:
 
     if not has_tracer(x):
         return _host_array(x, dt)
-    from functx.primitives import shape as _shape
-
     parts = [asarray(e) for e in x]
     common = result_type(*parts) if dt is None else np.dtype(dt)
     parts = [_shape.expand_dims(astype(p, common), (0,)) for p in parts]
@@ -204,8 +202,6 @@ def array(object: Any, dtype: Any = None, *, copy: builtins.bool = True, order: 
     """Like :func:`asarray`, with NumPy's ``ndmin`` (leading size-1 axes added)."""
     out = asarray(object, dtype)
     if len(out.shape) < ndmin:
-        from functx.primitives import shape as _shape
-
         out = _shape.reshape(out, (1,) * (ndmin - len(out.shape)) + tuple(out.shape))
     return out
 

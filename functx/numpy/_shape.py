@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from functx.backends import backend_of
 from functx.errors import ConcretizationError, ShapeError
 from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer, result_type
 from functx.primitives import _util
@@ -116,8 +117,6 @@ def concrete_value(x: Any, what: str, why: str) -> np.ndarray:
 
 def to_host(v: Any) -> np.ndarray:
     """``v`` (an array of any backend, or array-like) as a NumPy array."""
-    from functx.backends import backend_of
-
     b = backend_of(v)
     return np.asarray(v) if b is None else np.asarray(b.to_host(v))
 

@@ -130,6 +130,7 @@ def add_tangents(a: Any, b: Any) -> Any:
         return b
     if b is None:
         return a
+    # elementwise imports this module (a cycle within the primitives' layer)
     from functx.primitives import elementwise as _ew
 
     return _ew.add(a, b)

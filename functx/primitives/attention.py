@@ -50,10 +50,13 @@ import numpy as np
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
+from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
-from functx.primitives._batching import add_tangents, batch_size, moveaxis, to_front
+from functx.primitives._batching import add_tangents, batch_size, broadcast_to_shape, to_front
 from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
 from functx.primitives.cuda import attention as _cuda
+from functx.primitives.linalg import dot_general
+from functx.primitives.misc import stop_gradient
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -219,54 +222,72 @@ dot_product_attention_grad_p.def_impl(
 
 
 # -- the same formulas in composite functx operations (for the derivative rules) --------------
+# Written with primitives (operands of one dtype; q, k, v, ct and the logits share their
+# leading dimensions, so every product is a dot_general with those as batch axes).
+
+def _mT(x: Any) -> Any:
+    """``x`` with its last two axes swapped."""
+    perm = list(range(ndim_of(x)))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return _shape.transpose(x, perm)
+
+
+def _matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` for ``a (..., m, k)`` and ``b (..., k, n)`` with the same leading axes."""
+    n = ndim_of(a)
+    batch = tuple(range(n - 2))
+    return dot_general(a, b, dimension_numbers=(((n - 1,), (n - 2,)), (batch, batch)))
+
+
+def _rowsum(x: Any) -> Any:
+    """The sum over the last axis, kept as an axis of size 1."""
+    last = ndim_of(x) - 1
+    return _shape.reshape(_red.reduce_sum(x, (last,)), shape_of(x)[:-1] + (1,))
+
 
 def safe_softmax(s: Any) -> Any:
     """Softmax over the last axis in functx operations; rows with no finite value give
     zeros (not NaN), as in PyTorch's attention (a fully masked query attends to nothing)."""
-    import functx.numpy as fnp
-    from functx.primitives.misc import stop_gradient
-
-    m = stop_gradient(fnp.max(s, axis=-1, keepdims=True, initial=-np.inf))
-    m = fnp.where(fnp.isfinite(m), m, fnp.zeros_like(m))
-    e = fnp.exp(fnp.subtract(s, m))
-    denom = fnp.sum(e, axis=-1, keepdims=True)
-    return fnp.divide(e, fnp.where(fnp.equal(denom, 0), fnp.ones_like(denom), denom))
+    last = ndim_of(s) - 1
+    # reduce_max over an empty axis is -inf, so an empty row needs no initial value
+    m = stop_gradient(_shape.reshape(_red.reduce_max(s, (last,)), shape_of(s)[:-1] + (1,)))
+    m = _ew.select(_ew.is_finite(m), m, _ew.scalar(m, 0))
+    e = _ew.exp(_ew.sub(s, m))
+    denom = _rowsum(e)
+    return _ew.div(e, _ew.select(_ew.eq(denom, _ew.scalar(denom, 0)), _ew.scalar(denom, 1),
+                                 denom))
 
 
 def _composite_probs(q: Any, k: Any, b: Any, scale: float, causal: bool,
                      softcap: float | None) -> tuple[Any, Any]:
     """``(p, dsdx)``: the probabilities and the derivative of the logits with respect to
     ``q @ k^T`` (``scale``, times ``1 - tanh^2`` with a soft-cap), in functx operations."""
-    import functx.numpy as fnp
-    from functx.numpy._shape import on_device_of
-
-    s = fnp.multiply(fnp.matmul(q, fnp.swapaxes(k, -1, -2)), scale)
+    s = _ew.mul(_matmul(q, _mT(k)), scale)
     dsdx: Any = scale
     if softcap is not None:
-        t = fnp.tanh(fnp.divide(s, softcap))
-        s = fnp.multiply(t, softcap)
-        dsdx = fnp.multiply(fnp.subtract(1.0, fnp.multiply(t, t)), scale)
-    s = fnp.add(s, b)
+        t = _ew.tanh(_ew.div(s, softcap))
+        s = _ew.mul(t, softcap)
+        dsdx = _ew.mul(_ew.sub(1.0, _ew.mul(t, t)), scale)
+    s = _ew.add(s, b)
     if causal:
         L, S = shape_of(s)[-2:]
-        s = fnp.where(on_device_of(q, np.tri(L, S, dtype=bool)), s, -np.inf)
+        xp = _shape.array_module(q)
+        mask = np.tri(L, S, dtype=bool)
+        s = _ew.select(mask if xp is np else xp.asarray(mask), s, _ew.scalar(s, -np.inf))
     return safe_softmax(s), dsdx
 
 
-def _grad_composite(q: Any, k: Any, v: Any, b: Any, ct: Any, scale: float, causal: bool,
+def _grad_composite(q: Any, k: Any, v: Any, b: Any, ct: Any, *, scale: float, causal: bool,
                     softcap: float | None, bias_grad: bool) -> tuple:
     """``dot_product_attention_grad``'s outputs in functx operations."""
-    import functx.numpy as fnp
-
     p, dsdx = _composite_probs(q, k, b, scale, causal, softcap)
-    dv = fnp.matmul(fnp.swapaxes(p, -1, -2), ct)
-    dp = fnp.matmul(ct, fnp.swapaxes(v, -1, -2))
-    ds = fnp.multiply(p, fnp.subtract(dp, fnp.sum(fnp.multiply(p, dp), axis=-1,
-                                                       keepdims=True)))
+    dv = _matmul(_mT(p), ct)
+    dp = _matmul(ct, _mT(v))
+    ds = _ew.mul(p, _ew.sub(dp, _rowsum(_ew.mul(p, dp))))
     db = _ew.unbroadcast(ds, b) if bias_grad else None
-    dx = fnp.multiply(ds, dsdx)
-    dq = fnp.matmul(dx, k)
-    dk = fnp.matmul(fnp.swapaxes(dx, -1, -2), q)
+    dx = _ew.mul(ds, dsdx)
+    dq = _matmul(dx, k)
+    dk = _matmul(_mT(dx), q)
     return (dq, dk, dv) + ((db,) if bias_grad else ())
 
 
@@ -282,51 +303,26 @@ def _attention_vjp(ct, ins, out, *, scale, causal, softcap, needs):
 
 @dot_product_attention_p.def_jvp
 def _attention_jvp(tangents, primals, out, *, scale, causal, softcap):
-    import functx.numpy as fnp
-
     (tq, tk, tv, tb), (q, k, v, b) = tangents, primals
     p, dsdx = _composite_probs(q, k, b, scale, causal, softcap)
-    kt = fnp.swapaxes(k, -1, -2)
-    tx = None if tq is None else fnp.matmul(tq, kt)
+    kt = _mT(k)
+    tx = None if tq is None else _matmul(tq, kt)
     if tk is not None:
-        tx = add_tangents(tx, fnp.matmul(q, fnp.swapaxes(tk, -1, -2)))
-    ts = None if tx is None else fnp.multiply(tx, dsdx)
+        tx = add_tangents(tx, _matmul(q, _mT(tk)))
+    ts = None if tx is None else _ew.mul(tx, dsdx)
     if tb is not None:
-        ts = fnp.broadcast_to(tb, shape_of(p)) if ts is None else fnp.add(ts, tb)
+        ts = broadcast_to_shape(tb, shape_of(p)) if ts is None else _ew.add(ts, tb)
     t_out = None
     if ts is not None:
-        tp = fnp.multiply(p, fnp.subtract(ts, fnp.sum(fnp.multiply(p, ts), axis=-1,
-                                                       keepdims=True)))
-        t_out = fnp.matmul(tp, v)
+        tp = _ew.mul(p, _ew.sub(ts, _rowsum(_ew.mul(p, ts))))
+        t_out = _matmul(tp, v)
     if tv is not None:
-        t_out = add_tangents(t_out, fnp.matmul(p, tv))
+        t_out = add_tangents(t_out, _matmul(p, tv))
     return t_out
 
 
-@dot_product_attention_grad_p.def_vjp(save_inputs=(0, 1, 2, 3, 4))
-def _attention_grad_vjp(cts, ins, outs, *, scale, causal, softcap, bias_grad):
-    from functx.transforms.grad import vjp
-
-    _, pull = vjp(lambda *a: _grad_composite(*a, scale, causal, softcap, bias_grad), *ins)
-    return tuple(pull(tuple(cts)))
-
-
-@dot_product_attention_grad_p.def_jvp
-def _attention_grad_jvp(tangents, primals, outs, *, scale, causal, softcap, bias_grad):
-    from functx.transforms.jvp import jvp
-
-    live = [i for i, t in enumerate(tangents) if t is not None]
-    if not live:
-        return None
-
-    def f(*vals: Any) -> tuple:
-        args = list(primals)
-        for i, val in zip(live, vals):
-            args[i] = val
-        return _grad_composite(*args, scale, causal, softcap, bias_grad)
-
-    _, t = jvp(f, tuple(primals[i] for i in live), tuple(tangents[i] for i in live))
-    return list(t)
+# dot_product_attention_grad's VJP and JVP differentiate the composite.
+dot_product_attention_grad_p.def_composite_rules(_grad_composite)
 
 
 # -- batching ----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import linear_jvp, unary_batch
 from functx.registry import Primitive
+from functx.registry.hooks import HOOKS
 from functx.tracing import Tracer, bind
 
 _REAL_OF = {np.dtype(np.complex64): np.dtype(np.float32),
@@ -106,9 +107,9 @@ def _operand(x: Any) -> Any:
     if type(x) is Tracer or (hasattr(x, "shape") and hasattr(x, "dtype")
                              and not isinstance(x, np.generic)):
         return x
-    from functx.numpy import asarray
-
-    return asarray(x)
+    # Python scalars and (nested) sequences, which may hold tracers, convert as
+    # functx.numpy.asarray does (NumPy's dtype rules); it is above this layer: the hook.
+    return HOOKS.numpy.asarray(x)
 
 
 def _unchanged(x: Any) -> Any:

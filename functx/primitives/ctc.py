@@ -40,7 +40,10 @@ Rules:
   recursion in probability space, written with functx operations: a trace of ``T`` steps),
   so only second and higher derivatives of the loss pay for a trace. Its scaling keeps it
   exact unless, within one time step, every class an alignment may emit is ``e^-700`` times
-  less likely than the likeliest class of the row's extended labels (then it underflows);
+  less likely than the likeliest class of the row's extended labels (then it underflows).
+  The composite is written with ``functx.numpy`` (indexing, ``take``, ``arange``...), which
+  sits above the primitives, so it is reached through the registry's ``numpy`` hook, and
+  the product through its ``grad`` hook and ``composite_jvp`` (``functx.registry.hooks``);
 * batching: the vmapped axis folds into the batch axis ``N``, never a loop.
 """
 from __future__ import annotations
@@ -51,10 +54,14 @@ import numpy as np
 
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
+from functx.primitives import elementwise as _ew
+from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import batch_at, batch_size
 from functx.primitives._util import shape_of
-from functx.registry import Primitive
+from functx.primitives.misc import stop_gradient
+from functx.registry import Primitive, composite_jvp
+from functx.registry.hooks import HOOKS
 from functx.tracing import bind
 
 __all__ = ["ctc_loss", "ctc_posteriors", "ctc_loss_p", "ctc_posteriors_p"]
@@ -248,9 +255,7 @@ def _log_z(lp: Any, targets: Any, input_lengths: Any, target_lengths: Any,
     (``alpha`` rescaled to sum to 1, the scale's logarithm accumulated), with functx
     operations only, so every transform differentiates it. The rows' target lengths must
     admit an alignment."""
-    import functx.numpy as fnp
-    from functx.primitives.misc import stop_gradient
-
+    fnp = HOOKS.numpy  # NumPy-style indexing and creation functions (see the module doc)
     t_len, n, c = shape_of(lp)
     s = shape_of(targets)[1]
     length = 2 * s + 1
@@ -284,10 +289,7 @@ def _hessian_product(v: Any, primals: tuple, blank: int, zero_infinity: bool) ->
     """``H v`` with ``H`` the Hessian of ``log Z`` in ``log_probs``: the JVP of
     ctc_posteriors, and (``H`` being symmetric) its VJP. Rows without an alignment get NaN
     (0 with ``zero_infinity``) where ``t < T_n``, as ctc_posteriors itself does."""
-    import functx.numpy as fnp
-    from functx.transforms.grad import grad
-    from functx.transforms.jvp import jvp
-
+    fnp = HOOKS.numpy
     log_probs, targets, input_lengths, target_lengths = primals
     t_len = shape_of(log_probs)[0]
     feasible = _feasible(fnp, targets, input_lengths, target_lengths)
@@ -296,7 +298,7 @@ def _hessian_product(v: Any, primals: tuple, blank: int, zero_infinity: bool) ->
     def total_log_z(lp: Any) -> Any:
         return fnp.sum(_log_z(lp, targets, input_lengths, safe_lengths, blank))
 
-    _, hv = jvp(grad(total_log_z), (log_probs,), (v,))
+    hv = composite_jvp(HOOKS.grad(total_log_z), (log_probs,), (v,))  # forward-over-reverse
     bad = (~feasible)[None, :, None] & (fnp.arange(t_len, like=log_probs)[:, None, None]
                                         < input_lengths[None, :, None])
     return fnp.where(bad, 0 if zero_infinity else np.nan, hv)
@@ -322,12 +324,10 @@ def _loss_vjp(ct, ins, out, *, blank, zero_infinity):
 
 @ctc_loss_p.def_jvp
 def _loss_jvp(tangents, primals, out, *, blank, zero_infinity):
-    import functx.numpy as fnp
-
     if tangents[0] is None:
         return None
     gamma = bind(ctc_posteriors_p, *primals, blank=blank, zero_infinity=zero_infinity)
-    return -fnp.sum(gamma * tangents[0], axis=(0, 2))
+    return _ew.neg(_red.reduce_sum(_ew.mul(gamma, tangents[0]), (0, 2)))
 
 
 @ctc_posteriors_p.def_vjp(save_inputs=(0, 1, 2, 3))

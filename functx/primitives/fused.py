@@ -41,7 +41,7 @@ All implementations compute in the input's dtype (float32 accumulates in float32
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -210,8 +210,9 @@ def _ln_batch(args, dims, *, eps):
     return _ew.add(y, _front(b, db, size, nd)), 0
 
 
-# The same formula as _ln_grad_impl, in functx operations: the derivatives of layer_norm_grad.
-def _ln_grad_composite(x: Any, w: Any, g: Any, eps: float) -> Any:
+# The same formula as _ln_grad_impl, in functx operations: the derivatives of layer_norm_grad
+# are its derivatives (every order exists; only second and higher orders pay for it).
+def _ln_grad_composite(x: Any, w: Any, g: Any, *, eps: float) -> Any:
     last = ndim_of(x) - 1
     inv_d = 1.0 / shape_of(x)[-1]
 
@@ -226,39 +227,12 @@ def _ln_grad_composite(x: Any, w: Any, g: Any, eps: float) -> Any:
     return _ew.mul(rstd, inner)
 
 
-@layer_norm_grad_p.def_vjp(save_inputs=(0, 1, 2))
-def _ln_grad_vjp(ct, ins, out, *, eps):
-    from functx.transforms.grad import vjp
-
-    if shape_of(ins[0])[-1] == 0:  # nothing to differentiate (and no mean to take)
-        return None, None, None
-    _, f_vjp = vjp(lambda x, w, g: _ln_grad_composite(x, w, g, eps), *ins)
-    return tuple(f_vjp(ct))
+def _no_features(x: Any, w: Any, g: Any, *, eps: float) -> bool:
+    """Rows of length 0: nothing to differentiate (and no mean to take)."""
+    return shape_of(x)[-1] == 0
 
 
-def _composite_jvp(composite: Callable, tangents: Sequence, primals: Sequence,
-                   eps: float) -> Any:
-    """The JVP of ``composite(x, w, g, eps)`` (a layer-norm gradient written in composite
-    functx operations) in the arguments with a tangent; None when none has one."""
-    from functx.transforms.jvp import jvp
-
-    live = [i for i, t in enumerate(tangents) if t is not None]
-    if not live or shape_of(primals[0])[-1] == 0:
-        return None
-
-    def f(*vals: Any) -> Any:
-        args = list(primals)
-        for i, v in zip(live, vals):
-            args[i] = v
-        return composite(*args, eps)
-
-    _, t = jvp(f, tuple(primals[i] for i in live), tuple(tangents[i] for i in live))
-    return t
-
-
-@layer_norm_grad_p.def_jvp
-def _ln_grad_jvp(tangents, primals, out, *, eps):
-    return _composite_jvp(_ln_grad_composite, tangents, primals, eps)
+layer_norm_grad_p.def_composite_rules(_ln_grad_composite, zero_if=_no_features)
 
 
 @layer_norm_grad_p.def_batch
@@ -307,32 +281,19 @@ layer_norm_grads_p.def_impl(_ln_grads_impl)
 layer_norm_grads_p.def_impl(_cuda.layer_norm_grads, backend="cuda")
 
 
-def _ln_grads_composite(x: Any, w: Any, g: Any, eps: float) -> tuple:
-    """``layer_norm_grads``'s outputs in functx operations."""
+def _ln_grads_composite(x: Any, w: Any, g: Any, *, eps: float) -> tuple:
+    """``layer_norm_grads``'s outputs in functx operations (its derivatives' formula)."""
     lead = tuple(range(ndim_of(x) - 1))
     last = ndim_of(x) - 1
     inv_d = 1.0 / shape_of(x)[-1]
     c = _ew.sub(x, _ew.mul(_sum_keep(x, last), inv_d))
     xhat = _ew.mul(c, _ew.rsqrt(_ew.add(_ew.mul(_sum_keep(_ew.mul(c, c), last), inv_d), eps)))
     dw = _ew.mul(g, xhat)
-    return (_ln_grad_composite(x, w, g, eps), _red.reduce_sum(dw, lead) if lead else dw,
+    return (_ln_grad_composite(x, w, g, eps=eps), _red.reduce_sum(dw, lead) if lead else dw,
             _red.reduce_sum(g, lead) if lead else g)
 
 
-@layer_norm_grads_p.def_vjp(save_inputs=(0, 1, 2))
-def _ln_grads_vjp(ct, ins, out, *, eps):
-    from functx.transforms.grad import vjp
-
-    if shape_of(ins[0])[-1] == 0:
-        return None, None, None
-    _, f_vjp = vjp(lambda x, w, g: _ln_grads_composite(x, w, g, eps), *ins)
-    return tuple(f_vjp(tuple(ct)))
-
-
-@layer_norm_grads_p.def_jvp
-def _ln_grads_jvp(tangents, primals, out, *, eps):
-    t = _composite_jvp(_ln_grads_composite, tangents, primals, eps)
-    return None if t is None else list(t)
+layer_norm_grads_p.def_composite_rules(_ln_grads_composite, zero_if=_no_features)
 
 
 @layer_norm_grads_p.def_batch

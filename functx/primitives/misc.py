@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from functx import tree
 from functx.primitives._batching import unary_batch
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -27,6 +28,4 @@ def stop_gradient(x: Any) -> Any:
     Example:
         >>> fx.grad(lambda x: x * fx.stop_gradient(x))(3.0)   # 3.0, not 6.0
     """
-    from functx import tree
-
     return tree.map(lambda leaf: bind(stop_gradient_p, leaf), x)

@@ -41,7 +41,7 @@ from functx.primitives._batching import add_tangents, batch_at, batch_size, move
 from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
 from functx.primitives.cuda import nll as _cuda
 from functx.primitives.indexing import put_along, put_one_per_row, take_along
-from functx.registry import Primitive
+from functx.registry import Primitive, composite_jvp, composite_vjp
 from functx.tracing import bind
 
 __all__ = ["class_nll", "class_nll_grad", "class_nll_p", "class_nll_grad_p"]
@@ -185,19 +185,6 @@ def _nll_grad_composite(t: Any, w: Any, g: Any, axis: int, size: int, reduction:
     return put_along(t, coef, axis=axis, size=size)
 
 
-def _w_vjp(f: Any, w: Any, ct: Any) -> Any:
-    from functx.transforms.grad import vjp
-
-    _, f_vjp = vjp(f, w)
-    return f_vjp(ct)[0]
-
-
-def _w_jvp(f: Any, w: Any, tw: Any) -> Any:
-    from functx.transforms.jvp import jvp
-
-    return jvp(f, (w,), (tw,))[1]
-
-
 # -- class_nll's rules -------------------------------------------------------------------------
 
 @class_nll_p.def_vjp(save_inputs=(0, 1, 2), selective=True)
@@ -207,17 +194,17 @@ def _nll_vjp(ct, ins, out, *, axis, reduction, needs):
     if needs[0]:
         dx = class_nll_grad(t, w, ct, axis=axis, size=shape_of(x)[axis], reduction=reduction)
     if needs[2]:
-        dw = _w_vjp(lambda w_: _nll_composite(x, t, w_, axis, reduction), w, ct)
+        dw = composite_vjp(_nll_composite, ins, ct, (2,), axis=axis, reduction=reduction)[2]
     return dx, None, dw
 
 
 @class_nll_p.def_jvp
 def _nll_jvp(tangents, primals, out, *, axis, reduction):
-    (tx, _, tw), (x, t, w) = tangents, primals
+    (tx, _, tw), (_, t, w) = tangents, primals
     res = None if tx is None else class_nll(tx, t, w, axis=axis, reduction=reduction)
     if tw is not None:
-        res = add_tangents(res, _w_jvp(lambda w_: _nll_composite(x, t, w_, axis, reduction),
-                                       w, tw))
+        res = add_tangents(res, composite_jvp(_nll_composite, primals, (None, None, tw),
+                                              axis=axis, reduction=reduction))
     return res
 
 
@@ -249,18 +236,19 @@ def _nll_grad_vjp(ct, ins, out, *, axis, size, reduction, needs):
     if needs[2]:
         dg = class_nll(ct, t, w, axis=axis, reduction=reduction)
     if needs[1]:
-        dw = _w_vjp(lambda w_: _nll_grad_composite(t, w_, g, axis, size, reduction), w, ct)
+        dw = composite_vjp(_nll_grad_composite, ins, ct, (1,), axis=axis, size=size,
+                           reduction=reduction)[1]
     return None, dw, dg
 
 
 @class_nll_grad_p.def_jvp
 def _nll_grad_jvp(tangents, primals, out, *, axis, size, reduction):
-    (_, tw, tg), (t, w, g) = tangents, primals
+    (_, tw, tg), (t, w, _) = tangents, primals
     res = None if tg is None else class_nll_grad(t, w, tg, axis=axis, size=size,
                                                  reduction=reduction)
     if tw is not None:
-        res = add_tangents(res, _w_jvp(
-            lambda w_: _nll_grad_composite(t, w_, g, axis, size, reduction), w, tw))
+        res = add_tangents(res, composite_jvp(_nll_grad_composite, primals, (None, tw, None),
+                                              axis=axis, size=size, reduction=reduction))
     return res
 
 

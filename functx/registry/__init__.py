@@ -28,9 +28,9 @@ one operation:
   Rules move the batch axis only when they must (``functx.primitives._batching`` has the
   helpers). Optional: without it, ``vmap`` loops over the batch and stacks, with a warning.
 
-Every rule is written with functx operations (primitives' ``bind``, ``functx.numpy``), never
-with raw NumPy on its arguments, so rules compose with every transform: the values they get
-may be tracers of an enclosing transform.
+Every rule is written with functx operations (primitives' ``bind``, or ``functx.numpy``
+through the ``numpy`` hook below), never with raw NumPy on its arguments, so rules compose
+with every transform: the values they get may be tracers of an enclosing transform.
 
 Users define their own primitives with the same API the library uses::
 
@@ -40,6 +40,28 @@ Users define their own primitives with the same API the library uses::
     square_p.def_vjp(lambda ct, ins, out: (2 * ins[0] * ct,), save_inputs=(0,))
     square = square_p.bind
 
+Composite rules. Where a primitive computes in one kernel what a composite of other
+primitives computes in many, its derivatives may come from differentiating that composite
+(the same formula in functx operations): ``prim.def_composite_rules(composite)`` registers
+the VJP rule ``ct -> vjp(composite)(ct)`` and the JVP rule ``t -> jvp(composite)(t)``, with
+``composite(*inputs, **params)`` returning what the primitive returns. ``argnums`` limits
+the derivatives to some inputs, ``zero_if(*inputs, **params)`` says where they are all
+zero. A hand-written rule that needs the composite's derivative for some operands only calls
+``composite_vjp(composite, ins, ct, argnums, **params)`` or ``composite_jvp(composite,
+primals, tangents, **params)`` (``functx.registry.composite``: the one implementation)::
+
+    layer_norm_grad_p.def_composite_rules(_ln_grad_composite, zero_if=_no_features)
+
+Hooks. The registry and the primitives sit below the transforms and ``functx.numpy`` in the
+layers (``errors``/``tree`` -> ``ir`` -> ``backends`` -> ``tracing`` + ``registry`` ->
+``primitives`` -> ``transforms`` -> ``numpy`` -> ``nn``...) and never import them, not even
+inside a function. The operations they need from above are *hooks* that the upper layer
+registers when it is imported (``functx.registry.hooks``): ``HOOKS.vjp``, ``HOOKS.jvp`` and
+``HOOKS.grad`` (registered by ``functx.transforms``; composite rules use them) and
+``HOOKS.numpy`` (the ``functx.numpy`` module; tracer operators and methods use it, and the
+few rules written with NumPy-style functions). A rule prefers other primitives' ``bind``
+functions to ``HOOKS.numpy``. Using a hook nobody registered raises ``MissingHookError``.
+
 ``python -m functx.registry`` prints which rules every primitive has.
 """
 from __future__ import annotations
@@ -48,6 +70,11 @@ import functools
 from typing import Any, Callable, Iterable
 
 from functx.errors import FunctxError, MissingRuleError
+from functx.registry.composite import composite_jvp, composite_rules, composite_vjp
+from functx.registry.hooks import HOOKS, MissingHookError, register_hook
+
+__all__ = ["Primitive", "Registry", "REGISTRY", "RULE_KINDS", "HOOKS", "MissingHookError",
+           "register_hook", "composite_vjp", "composite_jvp", "composite_rules"]
 
 RULE_KINDS = ("abstract_eval", "impl[cpu]", "impl[cuda]", "vjp", "jvp", "batch")
 
@@ -141,6 +168,35 @@ class Primitive:
         self.jvp = fn
         return fn
 
+    def def_composite_rules(self, composite: Callable, *,
+                            argnums: Iterable[int] | None = None,
+                            zero_if: Callable[..., bool] | None = None) -> Callable:
+        """Declare that this primitive computes ``composite(*inputs, **params)`` (the same
+        values, written in functx operations), and take its VJP and JVP rules from it: the
+        VJP is the composite's VJP and the JVP the composite's JVP (through the transforms'
+        hooks; see :mod:`functx.registry.composite`). The VJP rule keeps every input alive.
+
+        Args:
+            composite: the computation; inputs positional, parameters as keywords; returns
+                a tuple for a primitive with ``multiple_results``.
+            argnums: the inputs with derivatives (default: all); the others get a None
+                (zero) cotangent and their tangents are ignored.
+            zero_if: ``zero_if(*inputs, **params)`` (on values or abstract values) says where
+                every derivative is zero and the composite must not run (an empty axis it
+                would divide by, say).
+
+        Returns:
+            ``composite``, so this can be used as a decorator.
+
+        Example:
+            >>> ln_grad_p.def_composite_rules(_ln_grad_composite,
+            ...                               zero_if=lambda x, w, g, *, eps: x.shape[-1] == 0)
+        """
+        vjp_rule, jvp_rule = composite_rules(composite, argnums=argnums, zero_if=zero_if)
+        self.def_vjp(vjp_rule, save_inputs=True)
+        self.def_jvp(jvp_rule)
+        return composite
+
     def def_batch(self, fn: Callable) -> Callable:
         """Register the batching rule ``fn(args, dims, **params) -> (out, out_dim)`` (see the
         module docstring); returns ``fn`` so it can be used as a decorator."""
@@ -178,6 +234,7 @@ class Primitive:
 
     def bind(self, *args: Any, **params: Any) -> Any:
         """Apply the primitive: run it eagerly, or record it in the active trace."""
+        # tracing is this layer too, and imports this module (a same-layer cycle).
         from functx.tracing import bind
 
         return bind(self, *args, **params)
@@ -247,11 +304,3 @@ _FALLBACK = {"jvp": "(vjp^T)", "batch": "(loop)"}
 
 REGISTRY = Registry()
 
-
-def main() -> None:
-    """Print the coverage table of every built-in primitive (``python -m functx.registry``)."""
-    import functx  # noqa: F401  (loads every primitive family)
-
-    print(REGISTRY.coverage_table())
-    print(f"\n{len(REGISTRY)} primitives; missing required rules: "
-          f"{REGISTRY.missing() or 'none'}")

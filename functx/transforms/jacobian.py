@@ -17,7 +17,7 @@ from functx import tree
 from functx.errors import GradError
 from functx.ir import abstractify
 from functx.primitives import shape as _shape
-from functx.tracing import INEXACT_DTYPES, attach_source, user_source
+from functx.tracing import INEXACT_DTYPES, Tracer, attach_source, user_source
 from functx.transforms.grad import vjp
 from functx.transforms.jvp import jvp
 from functx.transforms.vmap import vmap
@@ -83,15 +83,22 @@ def _std_basis(leaves: list) -> tuple[list, int]:
     return blocks, total
 
 
+def _reshape(x: Any, shape: tuple) -> Any:
+    """``x`` with a new shape, as ``functx.numpy.reshape`` does it: a tracer that has the
+    shape already is returned as it is (an array gets a read-only view)."""
+    shape = tuple(shape)
+    if type(x) is Tracer and tuple(x.shape) == shape:
+        return x
+    return _shape.reshape(x, shape)
+
+
 def _unravel_last(jac: Any, out_shape: tuple, in_avals: list, in_tree: Any) -> Any:
     """Split the trailing flat-input axis of ``jac`` into one block per input leaf."""
-    from functx.numpy import reshape
-
     blocks, start = [], 0
     for a in in_avals:
         n = int(np.prod(a.shape, dtype=np.int64))
         blk = jac[..., start:start + n]
-        blocks.append(reshape(blk, tuple(out_shape) + tuple(a.shape)))
+        blocks.append(_reshape(blk, tuple(out_shape) + tuple(a.shape)))
         start += n
     return tree.unflatten(in_tree, blocks)
 
@@ -197,9 +204,7 @@ def jacrev(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
 
 
 def _reshape_rows(x: Any, out_shape: tuple) -> Any:
-    from functx.numpy import reshape
-
-    return reshape(x, tuple(out_shape) + tuple(x.shape[1:]))
+    return _reshape(x, tuple(out_shape) + tuple(x.shape[1:]))
 
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
