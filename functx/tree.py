@@ -15,11 +15,19 @@ Decisions not fixed by the design brief:
 * :func:`map` requires every tree to have exactly the first tree's structure, with
   ``is_leaf`` applied to all of them; use :func:`broadcast_prefix` for prefix semantics.
 * ``PyTreeDef.num_nodes`` counts leaves too, as JAX does.
+* Every function here walks trees with an explicit stack, not recursion, so trees of any
+  depth work (JAX handles depth 500+ too); a ``PyTreeDef`` is stored flat (pre-order), so
+  comparing and hashing deep structures does not recurse either.
+* The dispatch cache of types met while flattening holds Python-defined (heap) classes
+  weakly: a namedtuple or attrs class created on the fly can be garbage collected once
+  nothing else uses it. A ``PyTreeDef`` keeps the classes of its nodes alive (they are its
+  aux data), so it can always be unflattened.
 """
 
 from __future__ import annotations
 
 import collections
+import weakref
 from typing import Any, Callable, Iterable
 
 PyTree = Any
@@ -61,8 +69,32 @@ def _show_fields(name, fields, cs):
 
 # Explicitly registered node types (built-ins and user types); registering twice is an error.
 _registry: dict[type, _Node] = {}
-# Dispatch cache: every type seen so far -> its node handler, or None for a leaf type.
+# Dispatch, strong part: registered types (nodes and leaves) and types that can never be freed
+# (built-in / C extension types such as int, float, np.ndarray) -> node handler, None = leaf.
 _dispatch: dict[type, _Node | None] = {}
+# Dispatch, weak part: Python-defined classes met while flattening, keyed by id(cls) and
+# dropped by a weakref callback when the class is collected (the callback runs before the
+# class's memory, and so its id, can be reused). The handlers stored here never reference
+# their class (it travels in the aux data), or the class could never be collected.
+_heap_dispatch: dict[int, _Node | None] = {}
+_heap_refs: dict[int, weakref.ref] = {}
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: the type was created at run time and can be freed
+
+
+def _forget(key: int) -> Callable[[weakref.ref], None]:
+    def callback(_ref: weakref.ref) -> None:
+        _heap_dispatch.pop(key, None)
+        _heap_refs.pop(key, None)
+    return callback
+
+
+def _cache(cls: type, node: _Node | None) -> None:
+    if cls.__flags__ & _HEAPTYPE:
+        key = id(cls)
+        _heap_refs[key] = weakref.ref(cls, _forget(key))
+        _heap_dispatch[key] = node
+    else:
+        _dispatch[cls] = node
 
 
 def _register(node: _Node) -> None:
@@ -70,6 +102,7 @@ def _register(node: _Node) -> None:
         raise ValueError(f"Type {node.cls.__module__}.{node.cls.__qualname__} is already "
                          "registered as a pytree node; register each type only once.")
     _registry[node.cls] = _dispatch[node.cls] = node
+    _heap_dispatch.pop(id(node.cls), None)
 
 
 _register(_Node(tuple, lambda t: (t, None), lambda aux, cs: tuple(cs), show=lambda aux, cs:
@@ -92,28 +125,36 @@ _register(_Node(collections.defaultdict,
 
 
 def _classify(cls: type) -> _Node | None:
-    """Finds (and caches) the handler of a type not registered explicitly: None = leaf."""
+    """Finds (and caches) the handler of a type not registered explicitly: None = leaf.
+
+    The handlers of namedtuples and attrs classes put the class itself in the aux data and
+    close over field names only, so the (weak) dispatch cache does not keep the class alive.
+    """
     node = None
     fields = getattr(cls, "_fields", None)
     if issubclass(cls, tuple) and isinstance(fields, tuple):
-        node = _Node(cls, lambda t: (t, None), lambda aux, cs: cls(*cs),
-                     key=lambda aux, i: f".{fields[i]}",
-                     show=lambda aux, cs: _show_fields(cls.__name__, fields, cs))
+        node = _Node(None, lambda t: (t, type(t)), lambda c, cs: c(*cs),
+                     key=lambda c, i: f".{fields[i]}",
+                     show=lambda c, cs: _show_fields(c.__name__, fields, cs))
     elif getattr(cls, "__attrs_attrs__", None) is not None:
         attrs_ = [a for a in cls.__attrs_attrs__ if a.init]
         names = tuple(a.name for a in attrs_)
         aliases = tuple(getattr(a, "alias", None) or a.name.lstrip("_") for a in attrs_)
-        node = _Node(cls, lambda o: ([getattr(o, n) for n in names], None),
-                     lambda aux, cs: cls(**dict(zip(aliases, cs))),
-                     key=lambda aux, i: f".{names[i]}",
-                     show=lambda aux, cs: _show_fields(cls.__name__, names, cs))
-    _dispatch[cls] = node
+        node = _Node(None, lambda o: ([getattr(o, n) for n in names], type(o)),
+                     lambda c, cs: c(**dict(zip(aliases, cs))),
+                     key=lambda c, i: f".{names[i]}",
+                     show=lambda c, cs: _show_fields(c.__name__, names, cs))
+    _cache(cls, node)
     return node
 
 
 def _handler(cls: type) -> _Node | None:
     node = _dispatch.get(cls, _MISSING)
-    return _classify(cls) if node is _MISSING else node
+    if node is _MISSING:
+        node = _heap_dispatch.get(id(cls), _MISSING)
+        if node is _MISSING:
+            node = _classify(cls)
+    return node
 
 
 def register_pytree_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable, Any]],
@@ -160,6 +201,7 @@ def register_leaf_type(cls: type) -> None:
     if not isinstance(cls, type):
         raise TypeError(f"register_leaf_type expects a class, got {cls!r}; pass the type.")
     _dispatch[cls] = None
+    _heap_dispatch.pop(id(cls), None)
 
 
 def register_pytree_node_class(cls: type) -> type:
@@ -187,21 +229,33 @@ def register_pytree_node_class(cls: type) -> type:
     return cls
 
 
-# Internal structure: a leaf is None; a node is the tuple (handler, aux_data, children).
+# Internal structure ("spec"): a flat tuple describing the tree in pre-order (depth first,
+# parent before children), one entry per node: None for a leaf, (handler, aux_data,
+# number_of_children) for an inner node. Being flat, it compares and hashes without recursion.
 
-def _count(node) -> tuple[int, int]:
-    """(number of leaves, number of nodes including leaves) under ``node``."""
-    if node is None:
-        return 1, 1
-    n_leaves, n_nodes = 0, 1
-    for c in node[2]:
-        a, b = _count(c)
-        n_leaves, n_nodes = n_leaves + a, n_nodes + b
-    return n_leaves, n_nodes
+def _subtree_end(spec: tuple, i: int) -> int:
+    """The index just past the subtree of ``spec`` that starts at index ``i``."""
+    need = 1
+    while need:
+        e = spec[i]
+        i += 1
+        need += -1 if e is None else e[2] - 1
+    return i
 
 
-def _show(node) -> str:
-    return "*" if node is None else node[0].show(node[1], [_show(c) for c in node[2]])
+def _show(spec: tuple) -> str:
+    """The text of a spec, built bottom up (children are on the stack, first child on top)."""
+    stack: list[str] = []
+    for e in reversed(spec):
+        if e is None:
+            stack.append("*")
+            continue
+        n = e[2]
+        kids = stack[-n:][::-1] if n else []
+        if n:
+            del stack[-n:]
+        stack.append(e[0].show(e[1], kids))
+    return stack[0]
 
 
 class PyTreeDef:
@@ -211,12 +265,12 @@ class PyTreeDef:
     and shapes; the hash is computed once, on first use, so it is cheap as a cache key.
     """
 
-    __slots__ = ("_node", "_num_leaves", "_hash")
+    __slots__ = ("_spec", "_num_leaves", "_hash")
 
-    def __init__(self, node, num_leaves: int | None = None):
-        object.__setattr__(self, "_node", node)
+    def __init__(self, spec: tuple, num_leaves: int | None = None):
+        object.__setattr__(self, "_spec", spec)
         object.__setattr__(self, "_num_leaves",
-                           _count(node)[0] if num_leaves is None else num_leaves)
+                           spec.count(None) if num_leaves is None else num_leaves)
         object.__setattr__(self, "_hash", None)
 
     def __setattr__(self, name, value):
@@ -228,11 +282,16 @@ class PyTreeDef:
 
     @property
     def num_nodes(self) -> int:
-        return _count(self._node)[1]
+        return len(self._spec)
 
     def children(self) -> list[PyTreeDef]:
         """The treedefs of the root's children (an empty list for a leaf or ``None``)."""
-        return [] if self._node is None else [PyTreeDef(c) for c in self._node[2]]
+        spec, out, i = self._spec, [], 1
+        while i < len(spec):
+            j = _subtree_end(spec, i)
+            out.append(PyTreeDef(spec[i:j]))
+            i = j
+        return out
 
     def unflatten(self, leaves: Iterable[Any]) -> PyTree:
         """Builds the pytree of this structure with ``leaves``; see :func:`unflatten`."""
@@ -240,17 +299,17 @@ class PyTreeDef:
         if len(leaves) != self._num_leaves:
             raise ValueError(f"{self!r} expects {self._num_leaves} leaves but "
                              f"{len(leaves)} were given; pass exactly one value per leaf.")
-        return _unflatten(self._node, iter(leaves))
+        return _unflatten(self._spec, leaves)
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, PyTreeDef):
             return NotImplemented
-        return self is other or self._node == other._node
+        return self is other or self._spec == other._spec
 
     def __hash__(self) -> int:
         if self._hash is None:
             try:
-                object.__setattr__(self, "_hash", hash(self._node))
+                object.__setattr__(self, "_hash", hash(self._spec))
             except TypeError as e:
                 raise TypeError(f"{self!r} cannot be hashed because some node's aux data is "
                                 f"unhashable ({e}); make flatten_fn return hashable aux "
@@ -258,27 +317,70 @@ class PyTreeDef:
         return self._hash
 
     def __repr__(self) -> str:
-        return f"PyTreeDef({_show(self._node)})"
+        return f"PyTreeDef({_show(self._spec)})"
 
 
-def _flatten(x, out: list, is_leaf: IsLeaf):
-    if is_leaf is not None and is_leaf(x):
-        out.append(x)
-        return None
-    node = _dispatch.get(type(x), _MISSING)
-    if node is _MISSING:
-        node = _classify(type(x))
-    if node is None:
-        out.append(x)
-        return None
-    children, aux = node.flatten(x)
-    return node, aux, tuple([_flatten(c, out, is_leaf) for c in children])
+def _flatten(tree: PyTree, out: list, is_leaf: IsLeaf) -> tuple:
+    """Appends the leaves of ``tree`` to ``out`` and returns its spec.
+
+    Iterative: ``it`` iterates over the children of the node being visited and ``stack``
+    holds its ancestors' iterators, so a node's leaf children are handled in one tight loop
+    and depth costs no Python frames.
+    """
+    spec: list = []
+    add_leaf, add_entry = out.append, spec.append
+    dispatch, heap = _dispatch.get, _heap_dispatch.get
+    stack: list = []  # the iterators of the open ancestors of the node being visited
+    it = iter((tree,))
+    while True:
+        for x in it:
+            if is_leaf is not None and is_leaf(x):
+                add_leaf(x)
+                add_entry(None)
+                continue
+            cls = type(x)
+            node = dispatch(cls, _MISSING)
+            if node is _MISSING:
+                node = heap(id(cls), _MISSING)
+                if node is _MISSING:
+                    node = _classify(cls)
+            if node is None:
+                add_leaf(x)
+                add_entry(None)
+                continue
+            children, aux = node.flatten(x)
+            if type(children) is not list and type(children) is not tuple:
+                children = list(children)
+            add_entry((node, aux, len(children)))
+            stack.append(it)
+            it = iter(children)
+            break
+        else:
+            if not stack:
+                return tuple(spec)
+            it = stack.pop()
 
 
-def _unflatten(node, it):
-    if node is None:
-        return next(it)
-    return node[0].unflatten(node[1], [_unflatten(c, it) for c in node[2]])
+def _unflatten(spec: tuple, leaves: list) -> PyTree:
+    """Builds the tree of ``spec`` bottom up: walking the spec backwards, a node's children
+    are the top entries of the stack (its first child on top)."""
+    stack: list = []
+    push = stack.append
+    k = len(leaves)
+    for e in reversed(spec):
+        if e is None:
+            k -= 1
+            push(leaves[k])
+            continue
+        n = e[2]
+        if n:
+            kids = stack[-n:]
+            del stack[-n:]
+            kids.reverse()
+        else:
+            kids = []
+        push(e[0].unflatten(e[1], kids))
+    return stack[0]
 
 
 def flatten(tree: PyTree, is_leaf: IsLeaf = None) -> tuple[list[Any], PyTreeDef]:
@@ -297,8 +399,8 @@ def flatten(tree: PyTree, is_leaf: IsLeaf = None) -> tuple[list[Any], PyTreeDef]
       ([2, 1], PyTreeDef({'b': (*, None), 'w': *}))
     """
     out: list = []
-    node = _flatten(tree, out, is_leaf)
-    return out, PyTreeDef(node, len(out))
+    spec = _flatten(tree, out, is_leaf)
+    return out, PyTreeDef(spec, len(out))
 
 
 def unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> PyTree:
@@ -357,24 +459,36 @@ def structure(tree: PyTree, is_leaf: IsLeaf = None) -> PyTreeDef:
     return flatten(tree, is_leaf)[1]
 
 
-def _first_difference(a, b, prefix_ok: bool, path: str = ""):
-    """First place where structures ``a`` and ``b`` differ: (path, sub_a, sub_b) or None.
+def _first_difference(a: tuple, b: tuple, prefix_ok: bool):
+    """First place where specs ``a`` and ``b`` differ: (path, sub_a, sub_b) or None.
 
-    With ``prefix_ok``, a leaf of ``a`` matches any subtree of ``b``.
+    With ``prefix_ok``, a leaf of ``a`` matches any subtree of ``b``. Walks both specs
+    together; ``frames`` holds [entry, index of the next child, path] of the open nodes.
     """
-    if a is None and (prefix_ok or b is None):
-        return None
-    if a is None or b is None or a[0] is not b[0] or a[1] != b[1] or len(a[2]) != len(b[2]):
-        return path or "the root", a, b
-    for i, (ca, cb) in enumerate(zip(a[2], b[2])):
-        found = _first_difference(ca, cb, prefix_ok, path + a[0].key(a[1], i))
-        if found:
-            return found
+    i = j = 0
+    frames: list = []
+    while i < len(a):
+        if frames:
+            top = frames[-1]
+            path = top[2] + top[0][0].key(top[0][1], top[1])
+            top[1] += 1
+        else:
+            path = ""
+        ea, eb = a[i], b[j]
+        if ea is None and (prefix_ok or eb is None):
+            i, j = i + 1, _subtree_end(b, j)
+        elif ea is None or eb is None or ea[0] is not eb[0] or ea[1] != eb[1] or ea[2] != eb[2]:
+            return path or "the root", a[i:_subtree_end(a, i)], b[j:_subtree_end(b, j)]
+        else:
+            i, j = i + 1, j + 1
+            frames.append([ea, 0, path])
+        while frames and frames[-1][1] == frames[-1][0][2]:
+            frames.pop()
     return None
 
 
 def _mismatch(what: str, a: PyTreeDef, b: PyTreeDef, prefix_ok: bool) -> ValueError:
-    diff = _first_difference(a._node, b._node, prefix_ok)
+    diff = _first_difference(a._spec, b._spec, prefix_ok)
     where = (f" They first differ at {diff[0]}: {_show(diff[1])} vs {_show(diff[2])}."
              if diff else "")
     return ValueError(f"{what}: expected structure {a!r} but got {b!r}.{where}")
@@ -400,7 +514,7 @@ def map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf = No
     """
     flat, treedef = flatten(tree, is_leaf)
     if not rest:
-        return _unflatten(treedef._node, iter([f(x) for x in flat]))
+        return _unflatten(treedef._spec, [f(x) for x in flat])
     columns = [flat]
     for i, other in enumerate(rest):
         other_flat, other_def = flatten(other, is_leaf)
@@ -408,21 +522,27 @@ def map(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: IsLeaf = No
             raise _mismatch(f"map() needs every tree to have the structure of the first one, "
                             f"but tree number {i + 2} does not", treedef, other_def, False)
         columns.append(other_flat)
-    return _unflatten(treedef._node, iter([f(*xs) for xs in zip(*columns)]))
+    return _unflatten(treedef._spec, [f(*xs) for xs in zip(*columns)])
 
 
-def _up_to(node, x, out: list) -> bool:
-    if node is None:
-        out.append(x)
-        return True
-    handler, aux, kids = node
-    if _handler(type(x)) is not handler:
-        return False
-    children, x_aux = handler.flatten(x)
-    children = list(children)
-    if x_aux != aux or len(children) != len(kids):
-        return False
-    return all(_up_to(k, c, out) for k, c in zip(kids, children))
+def _up_to(spec: tuple, x: PyTree, out: list) -> bool:
+    """Splits ``x`` along the prefix ``spec`` (pre-order, with an explicit stack)."""
+    todo = [x]
+    for e in spec:
+        x = todo.pop()
+        if e is None:
+            out.append(x)
+            continue
+        handler, aux, n = e
+        if _handler(type(x)) is not handler:
+            return False
+        children, x_aux = handler.flatten(x)
+        children = list(children)
+        if x_aux != aux or len(children) != n:
+            return False
+        children.reverse()
+        todo.extend(children)
+    return True
 
 
 def flatten_up_to(prefix_treedef: PyTreeDef, tree: PyTree) -> list[PyTree]:
@@ -442,7 +562,7 @@ def flatten_up_to(prefix_treedef: PyTreeDef, tree: PyTree) -> list[PyTree]:
       [[1, 2], {'a': 3}]
     """
     out: list = []
-    if not _up_to(prefix_treedef._node, tree, out):
+    if not _up_to(prefix_treedef._spec, tree, out):
         raise _mismatch("The tree does not have the expected prefix structure (each leaf of "
                         "the prefix may stand for a whole subtree)",
                         prefix_treedef, structure(tree), True)

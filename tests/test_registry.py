@@ -181,13 +181,63 @@ def test_user_primitive_from_the_registry_docstring() -> None:
 
 # -- registration errors ---------------------------------------------------------------------------
 
-def test_duplicate_name_is_rejected() -> None:
-    """A second primitive with a registered name raises, naming it; the first one stays."""
+def _define_elsewhere(source: str, module: str, filename: str, **names) -> dict:
+    """Run ``source`` as if it were module ``module`` in file ``filename``."""
+    namespace = {"__name__": module, "functx": functx, **names}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def test_duplicate_name_from_another_place_is_rejected() -> None:
+    """A primitive of a registered name defined elsewhere raises, naming both places; the
+    first one stays."""
     reg = Registry()
     first = make_cube(reg)
-    with pytest.raises(FunctxError, match=rf"'{first.name}' is already registered.*another name"):
-        functx.Primitive(first.name, registry=reg)
+    with pytest.raises(FunctxError, match=rf"'{first.name}' is already registered.*another name"
+                       ) as e:
+        _define_elsewhere("p = functx.Primitive(name, registry=reg)", "other_module",
+                          "other_module.py", name=first.name, reg=reg)
+    msg = str(e.value)
+    assert f"defined at {__file__}:" in msg and f"(module {__name__})" in msg
+    assert "other_module.py:1 (module other_module)" in msg
     assert reg[first.name] is first and len(reg) == 1
+
+
+def test_redefinition_at_the_same_line_replaces_with_a_warning() -> None:
+    """Re-running the same Primitive(...) call (a loop, a re-imported definition) replaces the
+    registered primitive and warns at the caller's line."""
+    reg = Registry()
+    name = unique("rerun")
+
+    def define() -> functx.Primitive:
+        return functx.Primitive(name, registry=reg)  # the definition's line
+
+    first = define()
+    line = define.__code__.co_firstlineno + 1
+    with pytest.warns(UserWarning, match=rf"Primitive '{name}' is defined again .first at "
+                                         rf".*:{line} .*replaces the old one") as w:
+        second = define()
+    assert second is not first and reg[name] is second and len(reg) == 1
+    assert [(r.filename, r.lineno) for r in w] == [(__file__, line)]
+
+
+def test_notebook_cell_rerun_replaces_with_a_warning() -> None:
+    """Notebook cells run in __main__ with a new file name each time: same module, so a
+    re-run cell (even edited, at another line) replaces the primitive."""
+    reg = Registry()
+    name = unique("cell")
+    cell_1 = "p = functx.Primitive(name, registry=reg)\np.def_abstract_eval(lambda x: x)"
+    first = _define_elsewhere(cell_1, "__main__", "<ipython-input-1>", name=name, reg=reg)["p"]
+    with pytest.warns(UserWarning, match=rf"'{name}' is defined again .first at "
+                                         r"<ipython-input-1>:1 \(module __main__\)"):
+        second = _define_elsewhere("\n\n" + cell_1, "__main__", "<ipython-input-2>",
+                                   name=name, reg=reg)["p"]
+    assert reg[name] is second and second is not first and len(reg) == 1
+    # A third definition from another module still clashes.
+    with pytest.raises(FunctxError, match=r"<ipython-input-2>:3 \(module __main__\).*"
+                                          r"another name"):
+        _define_elsewhere(cell_1, "lib", "lib.py", name=name, reg=reg)
+    assert reg[name] is second
 
 
 def test_duplicate_of_a_builtin_is_rejected() -> None:

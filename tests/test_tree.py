@@ -1,7 +1,9 @@
 """Tests of functx.tree: flatten/unflatten round trips, leaf order, map, prefixes, errors."""
 
 import collections
+import gc
 import typing
+import weakref
 
 import attrs
 import numpy as np
@@ -400,3 +402,95 @@ def test_broadcast_prefix_dicts_and_custom_nodes():
     # Leaves of full in order: dec.a=3, dec.b=[4, 5], enc.b=2, enc.w=1.
     assert got == [None, 1, 1, 0, 0]
     assert len(got) == len(tree.leaves(full))
+
+
+# ----------------------------------------------------------------------------- depth and memory
+
+DEEP = 2000  # well past Python's default recursion limit (1000)
+
+
+def _deep(depth, leaf):
+    """[leaf_0, {"k": (leaf_1, {"k": ( ... Point(leaf_d, None) ... )})}]-like chain."""
+    t = Point(leaf(depth), None)
+    for i in reversed(range(depth)):
+        t = [leaf(i), {"k": (t,)}] if i % 2 else (leaf(i), Pair(t, None, "p"))
+    return t
+
+
+def _walk_deep(t):
+    """The leaves of a ``_deep`` chain, read without recursion (an independent reference)."""
+    out = []
+    while not isinstance(t, Point):
+        if isinstance(t, list):
+            out.append(t[0])
+            t = t[1]["k"][0]
+        else:
+            assert type(t) is tuple and type(t[1]) is Pair and t[1].tag == "p"
+            out.append(t[0])
+            t = t[1].a
+    assert t.y is None
+    return out + [t.x]
+
+
+def test_deep_trees_flatten_unflatten_map_and_compare():
+    t = _deep(DEEP, lambda i: i)
+    leaves, td = tree.flatten(t)
+    assert leaves == list(range(DEEP + 1)) == _walk_deep(t)
+    assert tree.leaves(t) == leaves and td.num_leaves == DEEP + 1
+    assert _walk_deep(tree.unflatten(td, [x * 2 for x in leaves])) == [2 * x for x in leaves]
+    assert _walk_deep(tree.map(lambda a, b: a + b, t, t)) == [2 * x for x in leaves]
+    other = tree.structure(_deep(DEEP, lambda i: -i))
+    assert td == other and hash(td) == hash(other) and td == tree.structure(t)
+    text = "Point(x=*, y=None)"
+    for i in reversed(range(DEEP)):
+        text = (f"[*, {{'k': ({text},)}}]" if i % 2
+                else f"(*, CustomNode(Pair['p'], [{text}, None]))")
+    assert repr(td) == f"PyTreeDef({text})"
+    assert td.num_nodes > 3 * DEEP and [c.num_leaves for c in td.children()] == [1, DEEP]
+    # The prefix functions and their mismatch messages walk the whole depth too.
+    assert tree.flatten_up_to(td, t) == leaves
+    assert tree.broadcast_prefix(t, t) == leaves
+    changed = _deep(DEEP, lambda i: (i, i) if i == DEEP else i)
+    path = r"\[1\]\[0\]\[1\]\['k'\]\[0\]" * (DEEP // 2) + r"\.x"
+    with pytest.raises(ValueError, match=r"tree number 2 does not.* differ at " + path
+                                         + r": \* vs \(\*, \*\)\.$"):
+        tree.map(lambda a, b: a, t, changed)
+    assert tree.flatten_up_to(td, changed)[-1] == (DEEP, DEEP)
+
+
+def test_dynamically_created_classes_can_be_garbage_collected():
+    def use_once():
+        Dyn = collections.namedtuple("Dyn", ["u", "v"])
+        DynAttrs = attrs.define(type("DynAttrs", (), {"__annotations__": {"w": typing.Any}}))
+        Opaque = type("Opaque", (), {})  # a leaf type
+        t = {"a": Dyn(1.0, DynAttrs(2.0)), "b": Opaque()}
+        leaves, td = tree.flatten(t)
+        assert leaves[:2] == [1.0, 2.0] and type(leaves[2]) is Opaque
+        back = tree.unflatten(td, leaves)
+        assert type(back["a"]) is Dyn and back["a"].v.w == 2.0
+        assert tree.flatten_up_to(td, t) == leaves
+        tree.map(lambda x: x, t)
+        return [weakref.ref(Dyn), weakref.ref(DynAttrs), weakref.ref(Opaque)]
+
+    refs = use_once()
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+
+
+def test_treedef_keeps_its_classes_and_new_classes_are_classified_afresh():
+    def make(fields):
+        cls = collections.namedtuple("Rec", fields)
+        return tree.structure(cls(*range(len(fields))))
+
+    td = make(["keep", "me"])
+    gc.collect()
+    back = td.unflatten([1, 2])  # the class lives on in the treedef
+    assert back._fields == ("keep", "me") and tuple(back) == (1, 2)
+    # Many short-lived classes: a new class (possibly at a freed class's address) never
+    # gets a stale handler.
+    for i in range(300):
+        fields = [f"f{i}_{j}" for j in range(i % 3 + 1)]
+        assert repr(make(fields)) == (
+            "PyTreeDef(Rec(" + ", ".join(f"{f}=*" for f in fields) + "))")
+        if i % 50 == 0:
+            gc.collect()

@@ -11,6 +11,18 @@ the operands of a binary primitive into operands of one dtype, :func:`is_tracer`
 :func:`check_no_out`. Host (CPU) arrays are created in one place, :func:`_host_array`, so
 that a default device can be added there later.
 
+bfloat16 (``ml_dtypes.bfloat16``, which NumPy promotes poorly: a Python float turns it into
+float64, float16 has no common type with it) promotes as a floating-point type of its own,
+as in JAX: Python scalars and weak values of kind bool/int/float keep it (``bf16 * 2.0 ->
+bfloat16``), a Python complex gives complex64, bfloat16 with float16 gives float32, with
+float32/float64/complex the wider type. Integers promote with it as they do with float16
+(int8/uint8/bool keep bfloat16, int16 gives float32, wider integers float64).
+
+Only numbers and booleans are array values (as in JAX): strings, bytes, objects, void
+(structured) and datetime/timedelta dtypes are refused with a :class:`DTypeError` where
+functx.numpy converts or promotes its arguments, instead of producing string arrays or
+failing later inside a primitive.
+
 Differences from NumPy:
     * ``out=`` is not supported anywhere (functx values are immutable): it raises TypeError.
     * ``asarray``/``array`` always return read-only arrays outside transforms; ``asarray``
@@ -26,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from functx.backends import _BY_TYPE, CPU as _CPU
+from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
@@ -52,7 +65,7 @@ dtype, finfo, iinfo = np.dtype, np.finfo, np.iinfo
 generic, number, integer = np.generic, np.number, np.integer
 signedinteger, unsignedinteger = np.signedinteger, np.unsignedinteger
 inexact, floating, complexfloating = np.inexact, np.floating, np.complexfloating
-issubdtype, promote_types = np.issubdtype, np.promote_types
+issubdtype = np.issubdtype
 
 PY_SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
 # A representative Python scalar per dtype kind: what a weak value promotes like.
@@ -73,6 +86,30 @@ def check_no_out(name: str, out: Any) -> None:
     if out is not None:
         raise TypeError(f"functx.numpy.{name} does not support out=: functx values are "
                         f"immutable. Use the returned value instead (y = fnp.{name}(...)).")
+
+
+_NON_NUMERIC = {"S": "bytes", "U": "strings", "O": "Python objects", "V": "void/structured",
+                "M": "datetimes", "m": "timedeltas", "T": "strings"}
+
+
+def check_numeric(name: str, dt: np.dtype) -> None:
+    """Refuse a non-numeric dtype (str, bytes, object, void, datetime) for ``name``.
+
+    Cheap (a dtype-kind test); bfloat16 and other ml_dtypes types (kind ``V`` too, but with
+    their own scalar type) pass.
+
+    Raises:
+        DTypeError: naming the function, the dtype and what to do.
+    """
+    kind = dt.kind
+    if kind in "biufc" or (kind == "V" and dt.type is not np.void):
+        return
+    if kind in _NON_NUMERIC:
+        raise DTypeError(
+            f"functx.numpy.{name} got an operand of dtype {dt} ({_NON_NUMERIC[kind]}), but "
+            "functx arrays hold only numbers and booleans (as in JAX). Convert it to a "
+            "numeric dtype first (e.g. np.asarray(x, dtype=np.float64)), or keep it out of "
+            "functx.numpy.")
 
 
 def _on_device(x: Any) -> builtins.bool:
@@ -132,7 +169,38 @@ def result_type(*args: Any) -> np.dtype:
     """
     if not args:
         raise TypeError("result_type needs at least one argument.")
-    return np.result_type(*[_promotion_operand(a) for a in args])
+    ops = [_promotion_operand(a) for a in args]
+    for o in ops:
+        if isinstance(o, np.dtype):
+            check_numeric("result_type", o)
+    if builtins.any(isinstance(o, np.dtype) and o.name == "bfloat16" for o in ops):
+        return _result_type_bf16(ops)
+    return np.result_type(*ops)
+
+
+def _result_type_bf16(ops: list) -> np.dtype:
+    """``result_type`` with bfloat16 among the (strong) dtypes: promoted as float16 would
+    be, except that the half-precision result is bfloat16, or float32 where a real float16
+    meets it (as in JAX). See the module docstring."""
+    bf16 = next(o for o in ops if isinstance(o, np.dtype) and o.name == "bfloat16")
+    half = np.dtype(np.float16)
+    has_f16 = builtins.any(isinstance(o, np.dtype) and o == half for o in ops)
+    out = np.result_type(*[half if isinstance(o, np.dtype) and o.name == "bfloat16" else o
+                           for o in ops])
+    if out != half:
+        return out
+    return np.dtype(np.float32) if has_f16 else bf16
+
+
+def promote_types(type1: Any, type2: Any) -> np.dtype:
+    """The smallest dtype both dtypes convert to safely (``np.promote_types``), with
+    bfloat16 promoted as :func:`result_type` does (``bfloat16, float16 -> float32``).
+
+    Example:
+        >>> fnp.promote_types(np.float16, np.int16)
+        dtype('float32')
+    """
+    return result_type(np.dtype(type1), np.dtype(type2))
 
 
 def can_cast(from_: Any, to: Any, casting: str = "safe") -> builtins.bool:
@@ -186,15 +254,32 @@ def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: Any = None) -
     Returns:
         A tracer (converted with ``astype`` when ``dtype`` differs) or a read-only array.
     """
+    return to_array("asarray", a, dtype)
+
+
+def to_array(name: str, a: Any, dtype: Any = None) -> Any:
+    """:func:`asarray` on behalf of the functx.numpy function ``name``, which the error for
+    a non-numeric dtype names (the check is on the host path only: tracers and device
+    arrays are always numeric).
+
+    Raises:
+        DTypeError: ``a`` or ``dtype`` is not numeric (str, bytes, object, void, datetime).
+    """
     if is_tracer(a):
         return a if dtype is None else astype(a, dtype)
     if _on_device(a):  # a device (e.g. CUDA) array stays on its device
         return a if dtype is None or np.dtype(dtype) == a.dtype else _convert(a, np.dtype(dtype))
+    if dtype is not None:
+        check_numeric(name, np.dtype(dtype))
     if isinstance(a, (list, tuple)):
-        return _from_sequence(a, dtype)
-    if isinstance(a, np.ndarray) and dtype is not None and np.dtype(dtype) != a.dtype:
+        out = _from_sequence(a, dtype)
+    elif isinstance(a, np.ndarray) and dtype is not None and np.dtype(dtype) != a.dtype:
+        check_numeric(name, a.dtype)
         return _convert(a, np.dtype(dtype))
-    return _host_array(a, dtype)
+    else:
+        out = _host_array(a, dtype)
+    check_numeric(name, out.dtype)
+    return out
 
 
 def array(object: Any, dtype: Any = None, *, copy: builtins.bool = True, order: Any = "K",
@@ -213,6 +298,7 @@ def astype(x: Any, dtype: Any, /, *, copy: builtins.bool = True, device: Any = N
     array). Float to integer conversion truncates toward zero as in NumPy.
     """
     dt = np.dtype(dtype)
+    check_numeric("astype", dt)
     if is_tracer(x):
         if x.dtype == dt and not x.weak_type:
             return x
@@ -221,6 +307,7 @@ def astype(x: Any, dtype: Any, /, *, copy: builtins.bool = True, device: Any = N
         return x if x.dtype == dt else _convert(x, dt)
     if not isinstance(x, np.ndarray):
         x = _host_array(x)
+    check_numeric("astype", x.dtype)
     return _host_array(x) if x.dtype == dt else _convert(x, dt)
 
 
@@ -281,9 +368,14 @@ def fast_common_dtype(args: tuple) -> np.dtype | None:
             scalars = True
         else:
             return None
-    if dt is None or (scalars and dt.kind not in "fc"):
+    if dt is None:
         return None
-    return dt
+    kind = dt.kind
+    if kind in "fc" or (kind in "biu" and not scalars):
+        return dt
+    # bfloat16 (kind "V") keeps its dtype next to Python floats and ints; non-numeric
+    # dtypes take the general path, which refuses them.
+    return dt if kind == "V" and dt.name == "bfloat16" else None
 
 
 def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
@@ -293,8 +385,11 @@ def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
     if dt is not None:
         return [a if type(a) is not builtins.float and type(a) is not builtins.int
                 else _scalar_array(a, dt) for a in args], dt
-    args = [a if is_tracer(a) or isinstance(a, (np.ndarray,) + PY_SCALARS) else asarray(a)
-            for a in args]
+    args = [a if is_tracer(a) or isinstance(a, (np.ndarray,) + PY_SCALARS)
+            else to_array(name, a) for a in args]
+    for a in args:
+        if type(a) is np.ndarray:
+            check_numeric(name, a.dtype)
     dt = result_type(*args)
     out = []
     for a in args:

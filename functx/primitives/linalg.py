@@ -80,6 +80,11 @@ def _contraction_plan(x_shape: tuple, y_shape: tuple, dimension_numbers: tuple) 
 
 @dot_general_p.def_impl
 def _dot_general_impl(xp, x, y, *, dimension_numbers):
+    if x.dtype.kind == "V" and x.dtype.name == "bfloat16":
+        # No BLAS for bfloat16 (ml_dtypes' matmul returns float32): accumulate in float32
+        # and round once to the bfloat16 result the shape rule promises.
+        return _dot_general_impl(xp, x.astype(np.float32), y.astype(np.float32),
+                                 dimension_numbers=dimension_numbers).astype(x.dtype)
     (xc, yc), (xb, yb) = dimension_numbers
     if x.ndim == 2 and y.ndim == 2 and len(xc) == 1 and not xb:
         # A plain (possibly transposed) matrix product: BLAS takes the transposed views.

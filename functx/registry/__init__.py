@@ -67,6 +67,8 @@ functions to ``HOOKS.numpy``. Using a hook nobody registered raises ``MissingHoo
 from __future__ import annotations
 
 import functools
+import sys
+import warnings
 from typing import Any, Callable, Iterable
 
 from functx.errors import FunctxError, MissingRuleError
@@ -249,12 +251,41 @@ class Registry:
 
     def __init__(self) -> None:
         self.primitives: dict[str, Primitive] = {}
+        # name -> (file, line, module) of the code that created the registered primitive
+        self._origins: dict[str, tuple[str, int, str | None]] = {}
 
     def register(self, prim: Primitive) -> None:
+        """Add ``prim`` under its name.
+
+        A name may be registered again from the same place, so that re-running a
+        definition (a notebook cell, ``importlib.reload``) works: the same file and line of
+        the ``Primitive(...)`` call, or the same defining module (a notebook's cells all run
+        in ``__main__``). The new primitive then replaces the old one, with a warning.
+
+        Raises:
+            FunctxError: the name is registered by a primitive defined elsewhere.
+        """
+        frame, level = sys._getframe(1), 2  # level: the frame's stacklevel for warnings
+        while frame.f_back is not None and frame.f_locals.get("self") is prim:
+            frame, level = frame.f_back, level + 1  # past Primitive.__init__: its caller
+        origin = (frame.f_code.co_filename, frame.f_lineno, frame.f_globals.get("__name__"))
+        old = self._origins.get(prim.name)
         if prim.name in self.primitives:
-            raise FunctxError(f"A primitive called {prim.name!r} is already registered; "
-                              "choose another name for the new primitive.")
+            where = (f"{old[0]}:{old[1]} (module {old[2]})" if old is not None
+                     else "an unknown place")
+            same = old is not None and (old[:2] == origin[:2]
+                                        or (old[2] is not None and old[2] == origin[2]))
+            if not same:
+                raise FunctxError(
+                    f"A primitive called {prim.name!r} is already registered, defined at "
+                    f"{where}; the one defined at {origin[0]}:{origin[1]} (module "
+                    f"{origin[2]}) cannot take its name. Choose another name for the new "
+                    "primitive (re-running the same definition replaces the old one).")
+            warnings.warn(f"Primitive {prim.name!r} is defined again (first at {where}); the "
+                          "new definition replaces the old one in the registry. Code that "
+                          "holds the old primitive object keeps using it.", stacklevel=level)
         self.primitives[prim.name] = prim
+        self._origins[prim.name] = origin
 
     def __getitem__(self, name: str) -> Primitive:
         return self.primitives[name]
