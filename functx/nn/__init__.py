@@ -24,6 +24,7 @@ Example:
     ...     return fnn.cross_entropy(fnn.linear(x, w), y)
     >>> g = fx.grad(loss)(np.zeros((3, 4)), np.ones((2, 4)), np.array([0, 2]))
 """
+from functx.nn import init
 from functx.nn._util import ArgumentError
 from functx.nn.activations import (celu, elu, gelu, glu, hardsigmoid, hardswish, hardtanh,
                                    leaky_relu, log_sigmoid, log_softmax, logsigmoid, mish,
@@ -51,6 +52,8 @@ from functx.nn.resample import (grid_sample, interpolate, upsample, upsample_bil
 
 __all__ = [
     "ArgumentError",
+    # parameter initializers (functx.nn.init, as jax.nn.initializers)
+    "init",
     # basic
     "embedding", "linear", "one_hot", "pad",
     # activations
