@@ -394,7 +394,8 @@ def variance_scaling(scale: float,
         ShapeError (when called): the shape has fewer than 2 dimensions (default axes).
 
     Example:
-        >>> w = init.variance_scaling(2.0, "fan_in", "truncated_normal")(fxr.key(0), (3, 3, 16, 32))
+        >>> he = init.variance_scaling(2.0, "fan_in", "truncated_normal")
+        >>> w = he(fxr.key(0), (3, 3, 16, 32))
     """
     if mode not in _MODES:
         raise ArgumentError(f"functx.nn.init.variance_scaling: mode must be one of {_MODES}, "
@@ -512,9 +513,10 @@ def _orthonormal_columns(a: Array) -> Array:
     Block classical Gram-Schmidt with reorthogonalisation (BCGS2): each block of columns is
     made orthogonal to the previous blocks (a matrix product) and orthonormalised within
     itself (Gram-Schmidt, twice per column), and all that is done twice, the second pass
-    restoring the orthogonality that the first lost to rounding. Column ``j`` of the result is ``a``'s column ``j`` less its components
-    along the previous ones, normalised: the QR factor with a positive diagonal, as in JAX's
-    ``orthogonal`` (QR, then the signs of R's diagonal).
+    restoring the orthogonality that the first lost to rounding. Column ``j`` of the result
+    is ``a``'s column ``j`` less its components along the previous ones, normalised: the QR
+    factor with a positive diagonal, as in JAX's ``orthogonal`` (QR, then the signs of R's
+    diagonal).
     """
     q = None
     for start in range(0, a.shape[1], _BLOCK):
