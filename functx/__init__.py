@@ -42,6 +42,7 @@ from functx.primitives.checkpoint import checkpoint_name, is_recomputing
 from functx.primitives.misc import stop_gradient
 from functx.registry import REGISTRY as registry
 from functx.registry import Primitive
+from functx.serialization import load, save
 from functx.tracing import Tracer, bind, eval_shape, make_trace
 from functx.transforms.checkpoint import (checkpoint, checkpoint_sequential,
                                           print_saved_residuals, remat, saved_residuals)
@@ -69,6 +70,8 @@ __all__ = [
     # traces, primitives and the registry
     "make_trace", "eval_shape", "eval_trace", "bind", "Primitive", "registry", "typecheck",
     "Trace", "Eqn", "Var", "Literal", "Tracer", "AbstractArray", "ShapeDtype",
+    # saving and loading pytrees
+    "save", "load",
     # modules
     "nn", "random", "tree",
     # errors

@@ -24,6 +24,9 @@ Example:
     ...     return fnn.cross_entropy(fnn.linear(x, w), y)
     >>> g = fx.grad(loss)(np.zeros((3, 4)), np.ones((2, 4)), np.array([0, 2]))
 """
+# The initializers are a submodule (functx.nn.init, as jax.nn.initializers), not in __all__,
+# which lists torch.nn.functional's functions.
+from functx.nn import init
 from functx.nn._util import ArgumentError
 from functx.nn.activations import (celu, elu, gelu, glu, hardsigmoid, hardswish, hardtanh,
                                    leaky_relu, log_sigmoid, log_softmax, logsigmoid, mish,
