@@ -52,6 +52,7 @@ LAYERS: dict[str, int] = {
     "functx.random": 7,
     "functx.optim": 7,
     "functx.test_util": 7,
+    "functx.serialization": 7,
     "functx": 8,
 }
 
