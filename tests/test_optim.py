@@ -594,3 +594,64 @@ def test_factored_rms_exact_with_float64_decay(optax_x64):
     for (u, p), (tu, tp) in zip(ours, theirs):
         for x, y in zip(tree.leaves(u) + tree.leaves(p), tu + tp):
             np.testing.assert_allclose(np.asarray(x), y, rtol=1e-12, atol=ATOL)
+
+
+# ----------------------------------------------------------------------------------------
+# devices: states and updates stay on the params' device (the fake device of
+# tests/test_backends.py always; CUDA where there is one)
+
+
+def _device_params():
+    import functx.backends as B
+
+    names = ["fakegpu"] + (["cuda"] if "cuda" in B.backends() else [])
+    return names
+
+
+@pytest.fixture(params=_device_params())
+def device(request):
+    import functx.backends as B
+
+    if request.param == "fakegpu":
+        # under the name pytest imports it by (tests/ is on sys.path, no __init__.py)
+        import test_backends
+
+        registered = B._BACKENDS.get("fakegpu") is test_backends.FAKE
+        B.register_backend(test_backends.FAKE)
+        try:
+            yield fx.Device("fakegpu", 0)
+        finally:
+            if not registered:
+                B._BACKENDS.pop("fakegpu", None)
+                B._BY_TYPE.pop(test_backends.FakeArray, None)
+    else:
+        yield fx.Device(request.param, 0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: optim.adamw(optim.warmup_cosine_decay_schedule(0.0, 1e-2, 2, 6), mask=_MASK),
+    lambda: optim.chain(optim.clip_by_global_norm(1.0), optim.lamb(1e-2, weight_decay=0.1)),
+    lambda: optim.adafactor(1e-2, min_dim_size_to_factor=2, momentum=0.9),
+    lambda: optim.radam(optim.exponential_decay(1e-2, 2, 0.5), b2=0.9),
+    lambda: optim.apply_if_finite(optim.multi_transform(
+        {"a": optim.adam(1e-2), "s": optim.sgd(0.1, momentum=0.9), "z": optim.set_to_zero()},
+        _LABELS), 2),
+    lambda: optim.MultiSteps(optim.rmsprop(1e-2, centered=True), 2,
+                             should_skip_update_fn=optim.skip_not_finite
+                             ).gradient_transformation(),
+], ids=["adamw", "lamb", "adafactor", "radam", "apply_if_finite", "multisteps"])
+def test_states_and_updates_stay_on_device(device, make):
+    opt = make()
+    grads = _grads(4)
+    ref, ref_state = _run(opt, _params(), grads)
+    params = fx.device_put(_params(), device)
+    state = opt.init(params)
+    step = fx.jit(lambda g, s, p: opt.update(g, s, p))
+    for i, g in enumerate(grads):
+        update = step if i % 2 else opt.update  # eager and jitted steps alternate
+        u, state = update(fx.device_put(g, device), state, params)
+        params = optim.apply_updates(params, u)
+        for leaf in tree.leaves((u, params, state)):
+            assert fx.device_of(leaf) == device
+        _close(fx.to_numpy(params), ref[i][1], rtol=1e-12)
+    _close(fx.to_numpy(state), ref_state, rtol=1e-12)

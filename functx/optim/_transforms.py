@@ -20,10 +20,10 @@ import functx.numpy as fnp
 from functx import tree
 from functx.errors import ArgumentError
 from functx.optim._base import (EmptyState, GradientTransformation, ScalarOrSchedule,
-                                Schedule, abs_sq, as_schedule_value, cast_tree, check_params, full_like_tree, global_norm,
-                                identity, init_empty_state, safe_increment,
-                                update_moment, update_moment_per_elem_norm, zero_count,
-                                zeros_like_tree)
+                                Schedule, abs_sq, as_schedule_value, cast_tree, check_params,
+                                full_like_tree, global_norm, identity, init_empty_state,
+                                safe_increment, update_moment, update_moment_per_elem_norm,
+                                zero_count, zeros_like_tree)
 from functx.optim._base import bias_correction as correct_bias
 from functx.optim._wrappers import masked
 
