@@ -408,11 +408,16 @@ def test_multi_transform_frozen_leaves_unchanged():
 def test_float32_params_stay_float32():
     p = {"x": np.ones(3, np.float32)}
     for opt in (optim.adam(optim.cosine_decay_schedule(1e-2, 10)), optim.radam(1e-2),
+                optim.chain(optim.add_decayed_weights(optim.linear_schedule(0.1, 0.0, 5)),
+                            optim.sgd(0.1, momentum=0.9)),
+                optim.MultiSteps(optim.adam(1e-2), 2).gradient_transformation(),
                 optim.lamb(1e-2), optim.adafactor(1e-2), optim.rmsprop(1e-2, centered=True)):
         state = opt.init(p)
         for _ in range(2):
             u, state = opt.update({"x": np.array([0.1, -0.2, 0.3], np.float32)}, state, p)
             assert u["x"].dtype == np.float32
+            assert all(leaf.dtype in (np.float32, np.int32, np.bool_)
+                       for leaf in tree.leaves(state))
             p = optim.apply_updates(p, u)
             assert p["x"].dtype == np.float32
 

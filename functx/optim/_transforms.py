@@ -772,8 +772,12 @@ def add_decayed_weights(weight_decay: ScalarOrSchedule = 0.0,
                      if callable(weight_decay) else state)
         if isinstance(weight_decay, (int, float)) and weight_decay == 0.0:
             return updates, new_state
-        s = weight_decay(state.count) if callable(weight_decay) else weight_decay
-        return tree.map(lambda g, p: fnp.add(g, fnp.multiply(s, p)), updates, params), new_state
+        if callable(weight_decay):  # a schedule's value, in each parameter's dtype
+            s = weight_decay(state.count)
+            decay = lambda g, p: fnp.add(g, fnp.multiply(as_schedule_value(s, p), p))  # noqa
+        else:
+            decay = lambda g, p: fnp.add(g, fnp.multiply(weight_decay, p))  # noqa: E731
+        return tree.map(decay, updates, params), new_state
 
     tx = GradientTransformation(init_fn, update_fn)
     return masked(tx, mask) if mask is not None else tx
