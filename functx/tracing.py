@@ -591,7 +591,9 @@ def split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int],
     positions in ``static_argnums`` (taken modulo ``len(args)``, so negative ones count from
     the end)."""
     n = len(args)
-    static = {i % n for i in static_argnums} if n else set()
+    if not static_argnums or not n:  # (the common case: every call of a jitted function)
+        return list(range(n)), tuple(args)
+    static = {i % n for i in static_argnums}
     dyn_idx = [i for i in range(n) if i not in static]
     return dyn_idx, tuple(args[i] for i in dyn_idx)
 

@@ -24,8 +24,8 @@ from functx.errors import MissingRuleError
 from functx.ir import Eqn, Literal, Trace, Var
 from functx.primitives.elementwise import add
 from functx.registry import Primitive
-from functx.tracing import INEXACT_DTYPES, TraceBuilder, Tracer, aval_of_value, bind, leak_error, \
-    user_source
+from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, aval_of_value, bind,
+                            leak_error, user_source)
 from functx.transforms.interpret import walk_reverse
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",

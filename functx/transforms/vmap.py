@@ -20,7 +20,7 @@ from functx import tracing, tree
 from functx.errors import FunctxError, VmapError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
-from functx.primitives._batching import to_axis
+from functx.primitives._batching import batch_size, to_axis
 from functx.registry import Primitive
 from functx.tracing import attach_source, bind, flatten_args, trace_function, user_source
 from functx.transforms.interpret import prune_with_last_uses, walk
@@ -107,10 +107,10 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
                             ) from None
         dims.extend(axes)
         owners.extend([i] * len(tree.leaves(a)))
-    # Keyword arguments are batched along axis 0; their leaves come in the pytree's order.
-    kw_owners = tree.leaves({k: tree.map(lambda _, k=k: k, v) for k, v in kwargs.items()})
-    dims.extend([0] * len(kw_owners))
-    owners.extend(kw_owners)
+    if kwargs:  # batched along axis 0; their leaves come in the pytree's order
+        kw_owners = tree.leaves({k: tree.map(lambda _, k=k: k, v) for k, v in kwargs.items()})
+        dims.extend([0] * len(kw_owners))
+        owners.extend(kw_owners)
     flat = flatten_args(args, kwargs, fname)
     leaves = flat.leaves
     avals, dims, size = _example_avals(fname, leaves, dims, owners, axis_size)
@@ -207,8 +207,7 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
         env[v] = (c, None)
 
     def rule(eqn: Any, ins: list) -> Any:
-        xs = [x for x, _ in ins]
-        ds = [d for _, d in ins]
+        xs, ds = zip(*ins) if ins else ((), ())
         prim = eqn.prim
         if all(d is None for d in ds):
             out = bind(prim, *xs, **eqn.params)
@@ -217,7 +216,7 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
             return out, None
         batch = prim.batch or _loop_rule(prim)
         try:
-            out, od = batch(tuple(xs), tuple(ds), **eqn.params)
+            out, od = batch(xs, ds, **eqn.params)
         except FunctxError as e:
             raise attach_source(e, eqn.source) from None
         if tracing.CHECK_TRACES:
@@ -265,9 +264,6 @@ def _loop_rule(prim: Primitive) -> Callable:
                       "functx.registry's docstring.", stacklevel=4)
 
     def rule(args: Sequence[Any], dims: Sequence[int | None], **params: Any) -> tuple:
-        from functx.primitives._batching import batch_size
-        from functx.primitives.shape import concatenate, expand_dims
-
         n = batch_size(args, dims)
         results = []
         for b in range(n):
@@ -279,7 +275,7 @@ def _loop_rule(prim: Primitive) -> Callable:
                               f"looping. Register a rule with {prim.name}_p.def_batch(rule).")
 
         def stack(xs: list) -> Any:
-            return concatenate([expand_dims(x, (0,)) for x in xs], 0)
+            return _shape.concatenate([_shape.expand_dims(x, (0,)) for x in xs], 0)
 
         if prim.multiple_results:
             outs = [stack([r[k] for r in results]) for k in range(len(results[0]))]
