@@ -38,13 +38,13 @@ from functx.errors import (
     VmapError,
 )
 from functx.ir import AbstractArray, Eqn, Literal, ShapeDtype, Trace, Var, typecheck
-from functx.primitives.checkpoint import checkpoint_name, is_recomputing
+from functx.primitives.checkpoint import checkpoint_name
 from functx.primitives.misc import stop_gradient
 from functx.registry import REGISTRY as registry
 from functx.registry import Primitive
 from functx.serialization import load, save
 from functx.tracing import Tracer, bind, eval_shape, make_trace
-from functx.transforms.checkpoint import (checkpoint, checkpoint_sequential,
+from functx.transforms.checkpoint import (checkpoint, checkpoint_sequential, is_recomputing,
                                           print_saved_residuals, remat, saved_residuals)
 from functx.transforms.custom import custom_jvp, custom_vjp
 from functx.transforms.grad import grad, value_and_grad, vjp

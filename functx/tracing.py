@@ -1,17 +1,19 @@
-"""Tracing: tracers, trace builders, ``bind``, ``make_trace`` and ``eval_shape``.
+"""Tracing: tracers, trace builders, ``bind``, the transform preamble ``trace_function``,
+``make_trace`` and ``eval_shape``.
 
 Every operation goes through :func:`bind`. With no tracer among its arguments it runs the
-primitive's implementation on the arguments' backend (eager mode). Otherwise it records an
-equation into the innermost active builder that owns one of the arguments; values from
-outer levels become constants of the inner trace, so nested transforms compose.
+primitive's implementation on the arguments' backend (eager mode). Otherwise it hands the
+operation to the innermost active builder that owns one of the arguments
+(``builder.process``); values from outer levels become constants of the inner trace, so
+nested transforms compose.
 
-There are two kinds of builder:
-
-* an *abstract* builder (``make_trace``, ``eval_shape``, ``vmap``, ``jit``) gives its tracers
-  only a shape and dtype; asking for their value raises :class:`ConcretizationError`;
-* a *concrete* builder (``grad``, ``vjp``) also computes each value as it records it, so
-  Python control flow on values works, and keeps exactly the residuals that each
-  primitive's VJP rule declares (other intermediates are freed as the user's code drops them).
+The builder here, :class:`TraceBuilder`, is *abstract* (``make_trace``, ``eval_shape``,
+``vmap``, ``jit``, ``checkpoint``): its tracers have only a shape and dtype; asking for
+their value raises :class:`ConcretizationError`. The transforms subclass it: reverse mode's
+concrete builder (``functx.transforms.reverse.ConcreteTraceBuilder``) also computes each
+value as it records it and keeps the residuals each VJP rule declares; forward mode's
+(``functx.transforms.jvp.JvpTraceBuilder``) carries tangents. This module does not know
+them: a builder is anything with ``process(prim, args, params)``.
 
 Eager binds and concrete tracing run a primitive's implementation directly, without its
 abstract-eval rule: that is the hot path of eager ``grad``. ``functx.numpy`` validates and
@@ -23,8 +25,9 @@ trace). Abstract tracing always checks shapes and dtypes at trace time.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, NamedTuple, Sequence
 
 import numpy as np
 
@@ -287,7 +290,8 @@ class Tracer:
 backends.register_tracer_type(Tracer, lambda t: t._value)
 
 
-def _leak_error(t: Tracer) -> TracerLeakError:
+def leak_error(t: Tracer) -> TracerLeakError:
+    """The error for a tracer used after its transform returned (its builder is inactive)."""
     b = t._builder
     return TracerLeakError(
         f"A traced {t.aval} value created inside {b.transform} (started at {b.source}) was "
@@ -296,6 +300,9 @@ def _leak_error(t: Tracer) -> TracerLeakError:
         "\n  What to do: return the value from the transformed function instead, or "
         "compute it outside."
         + _your_code())
+
+
+_leak_error = leak_error  # the name the Tracer class uses
 
 
 # ----------------------------------------------------------------------------------------
@@ -356,7 +363,7 @@ class TraceBuilder:
         if hit is not None:
             return hit[1]
         if type(x) is _ndarray and x.ndim == 0:
-            atom = Literal(x, _aval_of_value(x))
+            atom = Literal(x, aval_of_value(x))
         elif type(x) is not Tracer and np.ndim(x) == 0:
             atom = Literal(x, abstractify(x))
         else:
@@ -370,10 +377,10 @@ class TraceBuilder:
         """The atom standing for ``x`` (a tracer of this builder or any other value)."""
         if type(x) is Tracer and x._builder is self:
             if not self.active:
-                raise _leak_error(x)
+                raise leak_error(x)
             return x._var
         if type(x) is Tracer and not x._builder.active:
-            raise _leak_error(x)
+            raise leak_error(x)
         return self.lift(x)
 
     # -- recording --
@@ -404,73 +411,6 @@ class TraceBuilder:
         return trace
 
 
-class ConcreteTraceBuilder(TraceBuilder):
-    """A builder whose tracers also carry their values (for grad and vjp).
-
-    Output types come from the computed values (the eager implementation checks shapes, and
-    explains a failure with the abstract-eval rule). Next to each equation it keeps the
-    equation's *VJP record* (see :class:`VjpRecord`): exactly the residuals its VJP rule
-    declared, and which inputs need a cotangent. A value no record holds is freed as soon as
-    the user's code drops it; the backward pass drops each record once it has used it.
-    """
-
-    concrete = True
-
-    def __init__(self, transform: str) -> None:
-        super().__init__(transform)
-        self.records: list[VjpRecord] = []
-
-    def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
-        if not self.active:
-            for a in args:
-                if type(a) is Tracer and a._builder is self:
-                    raise _leak_error(a)
-        atoms = []
-        vals = []
-        targets = []
-        for a in args:
-            if type(a) is Tracer and a._builder is self:
-                v = a._var
-                atoms.append(v)
-                targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
-                a = a._value
-            else:
-                atoms.append(self.atom_of(a))
-                targets.append(None)
-            vals.append(a)
-        out = bind(prim, *vals, **params)
-        multiple = prim.multiple_results
-        if multiple:
-            out_vars = tuple(Var(_aval_of_value(o)) for o in out)
-        else:
-            out_vars = (Var(_aval_of_value(out)),)
-        vjp = prim.vjp
-        # Equations are recorded without their source line (grad's hot path), except where
-        # the backward pass would need it for an error message.
-        self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars,
-                             None if vjp is not None else user_source(3)))
-        ins = [a.aval for a in atoms]
-        if vjp is not None:
-            saved = prim.save_inputs
-            for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
-                ins[i] = vals[i]
-        if prim.save_output:
-            res_out = out
-        else:
-            res_out = [v.aval for v in out_vars] if multiple else out_vars[0].aval
-        self.records.append((tuple(ins), res_out, tuple(targets)))
-        if multiple:
-            return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
-        return Tracer(self, out_vars[0], out)
-
-
-# (ins, out, targets) of one equation, as the backward pass needs it: ``ins[i]`` is the
-# value of input i where the VJP rule declared it reads it and its abstract value elsewhere;
-# ``out`` likewise for the output(s); ``targets[i]`` is the variable that receives input i's
-# cotangent, or None where none is needed (constants, literals, integers).
-VjpRecord = tuple
-
-
 class _InexactDTypes(dict):
     """dtype -> whether values of it carry cotangents (floating point and complex)."""
 
@@ -480,10 +420,12 @@ class _InexactDTypes(dict):
         return r
 
 
-INEXACT_DTYPES = _InexactDTypes()  # dtype -> carries cotangents (float/complex)
+# dtype -> whether values of it carry derivatives (float/complex): forward and reverse mode,
+# the Jacobians and custom derivatives ask it.
+INEXACT_DTYPES = _InexactDTypes()
 
 
-def _aval_of_value(x: Any) -> AbstractArray:
+def aval_of_value(x: Any) -> AbstractArray:
     """The abstract value of a computed value (a tracer's, or the memoised one of an array)."""
     return x._var.aval if type(x) is Tracer else abstractify(x)
 
@@ -553,7 +495,7 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
         if not builder.active:
             for a in args:
                 if type(a) is Tracer and a._builder is builder:
-                    raise _leak_error(a)
+                    raise leak_error(a)
         return builder.process(prim, args, params)
     if backend is None:
         backend = _CPU
@@ -606,7 +548,7 @@ def _check_against_abstract_eval(prim: Primitive, args: tuple, params: dict, out
 
 
 # ----------------------------------------------------------------------------------------
-# make_trace and eval_shape
+# The transform preamble (trace_function), make_trace and eval_shape
 
 
 def trace_flat(f: Callable, in_avals: Sequence[Any], transform: str) -> tuple[Trace, list]:
@@ -621,36 +563,21 @@ def trace_flat(f: Callable, in_avals: Sequence[Any], transform: str) -> tuple[Tr
     return trace, outs
 
 
-def _split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int], tuple]:
+def split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int], tuple]:
+    """``(positions of the dynamic arguments, the dynamic arguments)``: ``args`` without the
+    positions in ``static_argnums`` (taken modulo ``len(args)``, so negative ones count from
+    the end)."""
     n = len(args)
-    static = {i % n for i in static_argnums} if n else set()
+    if not static_argnums or not n:  # (the common case: every call of a jitted function)
+        return list(range(n)), tuple(args)
+    static = {i % n for i in static_argnums}
     dyn_idx = [i for i in range(n) if i not in static]
     return dyn_idx, tuple(args[i] for i in dyn_idx)
 
 
-def flat_function(f: Callable, args: tuple, dyn_idx: Sequence[int], in_tree: Any, where: str,
-                  static_kwargs: dict | None = None) -> tuple[Callable, list]:
-    """``f`` as a function of the flat leaves of its dynamic arguments, for ``trace_flat``.
-
-    ``in_tree`` is the structure of ``(dynamic positional arguments, dynamic keyword
-    arguments)``; positions not in ``dyn_idx`` keep their value from ``args``, and
-    ``static_kwargs`` are passed as they are. Returns the flat function and a list that
-    receives the output's tree structure when it runs."""
-    out_tree_box: list = []
-
-    def flat_f(*leaves: Any) -> list:
-        d_args, d_kwargs = tree.unflatten(in_tree, list(leaves))
-        full = list(args)
-        for i, a in zip(dyn_idx, d_args):
-            full[i] = a
-        out_leaves, out_tree = tree.flatten(f(*full, **(static_kwargs or {}), **d_kwargs))
-        out_tree_box.append(out_tree)
-        return [_check_leaf(x, where, "the function's output") for x in out_leaves]
-
-    return flat_f, out_tree_box
-
-
-def _check_leaf(x: Any, fname: str, where: str) -> Any:
+def check_leaf(x: Any, fname: str, where: str) -> Any:
+    """``x`` if it is an array leaf (an array, a tracer, an abstract value or a Python
+    scalar); else a FunctxError naming ``fname`` and ``where`` the leaf is."""
     if isinstance(x, (Tracer, AbstractArray, np.ndarray, np.generic, bool, int, float, complex)):
         return x
     if hasattr(x, "shape") and hasattr(x, "dtype"):
@@ -658,6 +585,99 @@ def _check_leaf(x: Any, fname: str, where: str) -> Any:
     raise FunctxError(f"{fname}: {where} contains a {type(x).__name__} ({x!r:.60}), which is "
                       "not an array. Pass arrays (or Python scalars), or mark the argument "
                       "static with static_argnums.")
+
+
+class FlatArgs(NamedTuple):
+    """The arguments of a call, split into static and dynamic ones and flattened (see
+    :func:`flatten_args`)."""
+
+    args: tuple  # every positional argument, as passed
+    dyn_idx: list  # the positions of the dynamic (traced) positional arguments
+    leaves: list  # the checked leaves of (dynamic positional args, dynamic kwargs)
+    in_tree: Any  # their structure
+    static_kwargs: dict  # the keyword arguments passed as they are
+
+
+def flatten_args(args: tuple, kwargs: dict, where: str, static_argnums: Sequence[int] = (),
+                 static_argnames: Collection[str] = ()) -> FlatArgs:
+    """Split off the static arguments and flatten ``(dynamic args, dynamic kwargs)``.
+
+    Args:
+        args, kwargs: the call's arguments.
+        where: the transform's name, for error messages (``"jit(f)"``).
+        static_argnums: positions passed as they are (see :func:`split_static`).
+        static_argnames: keyword arguments passed as they are.
+
+    Returns:
+        A :class:`FlatArgs`.
+
+    Raises:
+        FunctxError: a dynamic leaf is not an array.
+    """
+    dyn_idx, dyn_args = split_static(args, static_argnums)
+    if static_argnames:
+        static_kwargs = {k: v for k, v in kwargs.items() if k in static_argnames}
+        kwargs = {k: v for k, v in kwargs.items() if k not in static_argnames}
+    else:
+        static_kwargs = {}
+    leaves, in_tree = tree.flatten((dyn_args, kwargs))
+    leaves = [check_leaf(x, where, "an argument") for x in leaves]
+    return FlatArgs(args, dyn_idx, leaves, in_tree, static_kwargs)
+
+
+def trace_function(f: Callable, args: tuple, kwargs: dict, where: str, *,
+                   static_argnums: Sequence[int] = (), static_argnames: Collection[str] = (),
+                   flat: FlatArgs | None = None, in_avals: Sequence[Any] | None = None,
+                   device_scope: bool = False) -> tuple[Trace, Any, FlatArgs]:
+    """The preamble of the abstract transforms: trace ``f(*args, **kwargs)`` abstractly.
+
+    Splits off the static arguments, flattens the dynamic ones, checks the leaves, and traces
+    ``f`` as a function of the flat leaves (``make_trace``, ``eval_shape``, ``jit``,
+    ``checkpoint`` and ``vmap`` all start this way).
+
+    Args:
+        f: the user's function; it returns a pytree of arrays.
+        args, kwargs: the call's arguments.
+        where: the transform's name, for error messages and the trace's builder.
+        static_argnums, static_argnames: the arguments passed to ``f`` as they are.
+        flat: ``flatten_args(args, kwargs, where, static_argnums, static_argnames)`` when the
+            caller has it already (``jit`` keys its cache on it, ``vmap`` reads batch axes).
+        in_avals: the abstract values to trace with, one per leaf (default: the leaves).
+        device_scope: constants made while tracing go to the leaves' device
+            (``backends.inputs_device_scope``).
+
+    Returns:
+        ``(trace, out_tree, flat)``: the trace of the flat function, the structure of ``f``'s
+        output, and the flattened arguments.
+
+    Raises:
+        FunctxError: an argument or output leaf is not an array.
+        ConcretizationError: ``f`` needs the value of a traced argument.
+
+    Example:
+        >>> trace, out_tree, _ = trace_function(lambda x: {"y": x * 2}, (np.ones(3),), {},
+        ...                                     "make_trace")
+    """
+    if flat is None:
+        flat = flatten_args(args, kwargs, where, static_argnums, static_argnames)
+    out_tree_box: list = []
+    in_tree, dyn_idx, static_kwargs = flat.in_tree, flat.dyn_idx, flat.static_kwargs
+
+    def flat_f(*leaves: Any) -> list:
+        d_args, d_kwargs = tree.unflatten(in_tree, list(leaves))
+        full = list(flat.args)
+        for i, a in zip(dyn_idx, d_args):
+            full[i] = a
+        out_leaves, out_tree = tree.flatten(f(*full, **static_kwargs, **d_kwargs))
+        out_tree_box.append(out_tree)
+        return [check_leaf(x, where, "the function's output") for x in out_leaves]
+
+    avals = flat.leaves if in_avals is None else in_avals
+    scope = backends.inputs_device_scope(flat.leaves) if device_scope \
+        else contextlib.nullcontext()
+    with scope:
+        trace, _ = trace_flat(flat_f, avals, where)
+    return trace, out_tree_box[0], flat
 
 
 def make_trace(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callable[..., Trace]:
@@ -681,7 +701,14 @@ def make_trace(f: Callable, static_argnums: int | Sequence[int] = ()) -> Callabl
             c:f64[] = reduce_sum[axes=(0,)] b
           in (c,) }
     """
-    return _make_tracer_fn(f, static_argnums, "make_trace", lambda trace, out_tree: trace)
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+
+    def traced(*args: Any, **kwargs: Any) -> Trace:
+        return trace_function(f, args, kwargs, "make_trace", static_argnums=nums)[0]
+
+    traced.__name__ = f"make_trace({getattr(f, '__name__', 'f')})"
+    traced.__doc__ = f.__doc__
+    return traced
 
 
 def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -698,21 +725,5 @@ def eval_shape(f: Callable, *args: Any, **kwargs: Any) -> Any:
         >>> fx.eval_shape(lambda x: x @ x.T, fx.ShapeDtype((3, 4), np.float32))
         f32[3,3]
     """
-    return _make_tracer_fn(f, (), "eval_shape", lambda trace, out_tree: tree.unflatten(
-        out_tree, [a.aval for a in trace.outputs]))(*args, **kwargs)
-
-
-def _make_tracer_fn(f: Callable, static_argnums: Any, name: str, finish: Callable) -> Callable:
-    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-
-    def traced(*args: Any, **kwargs: Any) -> Any:
-        dyn_idx, dyn_args = _split_static(args, static_argnums)
-        leaves, in_tree = tree.flatten((dyn_args, kwargs))
-        leaves = [_check_leaf(x, name, "an argument") for x in leaves]
-        flat_f, out_tree_box = flat_function(f, args, dyn_idx, in_tree, name)
-        trace, _ = trace_flat(flat_f, leaves, name)
-        return finish(trace, out_tree_box[0])
-
-    traced.__name__ = f"{name}({getattr(f, '__name__', 'f')})"
-    traced.__doc__ = f.__doc__
-    return traced
+    trace, out_tree, _ = trace_function(f, args, kwargs, "eval_shape")
+    return tree.unflatten(out_tree, [a.aval for a in trace.outputs])

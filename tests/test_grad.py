@@ -502,7 +502,7 @@ def test_cotangent_of_wrong_structure_raises() -> None:
 def test_backward_pass_from_vjp_records_of_an_evaluated_trace() -> None:
     """vjp_records builds, from any evaluated trace, the records concrete tracing keeps:
     the backward pass over them gives grad's gradient."""
-    from functx.transforms.grad import backward_pass, vjp_records
+    from functx.transforms.reverse import backward_pass, vjp_records
 
     def f(x, w):
         return fnp.sum(fnp.tanh(x @ w) * fnp.exp(w[0]))

@@ -60,19 +60,6 @@ LAYER_NAMES = {0: "errors/tree", 1: "ir", 2: "backends", 3: "tracing/registry",
                4: "primitives", 5: "transforms", 6: "numpy",
                7: "lax/scipy/nn/random/optim/test_util", 8: "functx top"}
 
-# PENDING, TO BE EMPTIED BY THE LEAD AT MERGE: upward imports in files that other helpers are
-# rewriting at the same time (backends' imports of tracing; primitives/checkpoint.py's rules,
-# which move into transforms/checkpoint.py). Each entry is "path:imported module", path
-# relative to the repository root. An entry that no longer occurs fails the test, so the list
-# only shrinks.
-PENDING_VIOLATIONS: set[str] = {
-    "functx/primitives/checkpoint.py:functx.transforms.interpret",
-    "functx/primitives/checkpoint.py:functx.transforms.grad",
-    "functx/primitives/checkpoint.py:functx.transforms.checkpoint",
-    "functx/primitives/checkpoint.py:functx.transforms.jvp",
-    "functx/primitives/checkpoint.py:functx.transforms.vmap",
-}
-
 MAX_LINES = 800
 
 
@@ -131,7 +118,7 @@ def test_every_module_has_a_layer():
 
 
 def test_imports_run_down_the_layers():
-    violations, pending_seen = [], set()
+    violations = []
     for path in library_files():
         rel = str(path.relative_to(PACKAGE.parent))
         here = layer_of(module_name(path))
@@ -141,17 +128,9 @@ def test_imports_run_down_the_layers():
             there = layer_of(target)
             if there is None or there <= here:
                 continue
-            pending = next((p for p in PENDING_VIOLATIONS
-                            if p.partition(":")[0] == rel
-                            and (target + ".").startswith(p.partition(":")[2] + ".")), None)
-            if pending is not None:
-                pending_seen.add(pending)
-                continue
             violations.append(f"{rel}:{line} imports {target} (layer {there} "
                               f"{LAYER_NAMES[there]} > layer {here} {LAYER_NAMES[here]})")
-    stale = sorted(PENDING_VIOLATIONS - pending_seen)
     assert not violations, "upward imports:\n" + "\n".join(violations)
-    assert not stale, f"PENDING_VIOLATIONS entries that no longer occur (remove them): {stale}"
 
 
 def test_the_checker_sees_function_local_and_relative_imports():

@@ -33,6 +33,16 @@ def test_pytree_in_axes_prefix_semantics() -> None:
     np.testing.assert_allclose(kw, xs * np.arange(5.0)[:, None])
 
 
+def test_keyword_arguments_in_any_order() -> None:
+    """Keyword arguments are matched by name whatever order they are passed in (a pytree
+    orders dict keys; the leaves once came in call order, swapping b and a here)."""
+    x, b, a = np.zeros((2, 3)), np.ones((2, 3)), np.full((2, 1), 2.0)
+    f = lambda x, *, b, a: x + 10 * a + b  # noqa: E731
+    np.testing.assert_array_equal(fx.vmap(f)(x, b=b, a=a), np.full((2, 3), 21.0))
+    with pytest.raises(fx.VmapError, match="keyword argument 'b'"):
+        fx.vmap(f)(x, b=np.ones((3, 3)), a=a)
+
+
 def test_unbatched_outputs_are_broadcast_and_axis_size() -> None:
     out = fx.vmap(lambda x: (x * 2, np.float64(7.0)))(np.arange(3.0))
     np.testing.assert_allclose(out[1], [7.0, 7.0, 7.0])

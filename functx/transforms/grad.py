@@ -1,11 +1,12 @@
-"""Reverse mode: ``vjp``, ``grad`` and ``value_and_grad``.
+"""Reverse mode's user API: ``vjp``, ``grad`` and ``value_and_grad``.
 
 The forward pass traces the function concretely (values are computed as equations are
 recorded, so Python control flow works); the backward pass walks the equations in reverse,
 calls each primitive's VJP rule with the residuals it declared, and drops them right after
 (so each residual is freed after its last use). Rules bind functx operations, so when the
 values are tracers of an outer transform, the backward pass is itself recorded:
-``grad(grad(f))`` works.
+``grad(grad(f))`` works. The machinery (the concrete builder, VJP records and the backward
+pass) is in ``functx.transforms.reverse``.
 """
 from __future__ import annotations
 
@@ -15,160 +16,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from functx import tree
-from functx.backends import backend_of, default_backend
-from functx.errors import GradError, MissingRuleError
-from functx.ir import Literal, Trace, Var, abstractify
-from functx.primitives.elementwise import add
-from functx.tracing import INEXACT_DTYPES, ConcreteTraceBuilder, Tracer, attach_source, user_source
+from functx.backends import backend_of
+from functx.errors import GradError
+from functx.ir import Trace, abstractify
+from functx.tracing import INEXACT_DTYPES, Tracer, attach_source, user_source
+from functx.transforms.reverse import (ConcreteTraceBuilder, backward_pass, read_only, seed,
+                                       zeros)
 
 
 _ONE_LEAF = tree.structure(0)  # the structure of a single array
-
-
-def _backend_like(like: Any) -> Any:
-    """The backend of ``like`` (tracers looked through); where that is unknown (an abstract
-    tracer, a Python scalar) the default device's, which abstract transforms set to their
-    inputs' device."""
-    while type(like) is Tracer:
-        like = like._value
-    backend = backend_of(like)
-    return default_backend() if backend is None else backend
-
-
-def _zeros(aval: Any, like: Any) -> Any:
-    """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU)."""
-    backend = _backend_like(like)
-    if backend.read_only_outputs:
-        z = np.zeros(aval.shape, aval.dtype)
-        z.flags.writeable = False
-        return z
-    return backend.xp.zeros(aval.shape, aval.dtype)
-
-
-def _seed(aval: Any, value: Any) -> Any:
-    """The cotangent 1 of a scalar output, on its device, so the cotangents the backward
-    pass broadcasts from it live there too."""
-    return _backend_like(value).xp.ones((), aval.dtype)
-
-
-def _is_float(aval: Any) -> bool:
-    """Whether values of this type carry cotangents (integers and booleans do not)."""
-    return INEXACT_DTYPES[aval.dtype]
-
-
-def _read_only(x: Any, owned: Sequence[Any] = ()) -> Any:
-    """``x`` as a read-only array that aliases none of the user's ``owned`` arrays."""
-    if type(x) is np.ndarray:
-        for o in owned:
-            if x is o:
-                x = x.copy()
-                break
-        if x.flags.writeable:
-            x = x.view()
-            x.flags.writeable = False
-    return x
-
-
-def _reaches(trace: Trace, eqn_index: int) -> bool:
-    """Whether some input of equation ``eqn_index`` depends differentiably on the inputs.
-
-    Used only to decide whether a missing VJP rule matters (it does not when everything
-    flowing into the primitive is constant, e.g. behind stop_gradient).
-    """
-    live = set(trace.in_vars)
-    for e in trace.eqns[:eqn_index]:
-        if not e.prim.has_zero_vjp and any(type(a) is Var and a in live for a in e.inputs):
-            live.update(e.outputs)
-    return any(type(a) is Var and a in live for a in trace.eqns[eqn_index].inputs)
-
-
-def vjp_record(eqn: Any, env: dict, receives: Callable[[Var], bool]) -> tuple:
-    """The VJP record (see ``functx.tracing.VjpRecord``) of one equation, from ``env``, a dict
-    holding at least the values of the variables its VJP rule declared it reads.
-    ``receives(var)`` says whether an input variable gets a cotangent."""
-    prim = eqn.prim
-    ins = [a.aval for a in eqn.inputs]
-    if prim.vjp is not None:
-        for i in prim.saved_input_indices(len(eqn.inputs)):
-            a = eqn.inputs[i]
-            ins[i] = a.value if type(a) is Literal else env[a]
-    out = [env[v] for v in eqn.outputs] if prim.save_output else [v.aval for v in eqn.outputs]
-    targets = tuple(a if type(a) is Var and receives(a) else None for a in eqn.inputs)
-    return tuple(ins), out if prim.multiple_results else out[0], targets
-
-
-def vjp_records(trace: Trace, env: dict) -> list:
-    """The VJP records of ``trace``'s equations from ``env`` (see :func:`vjp_record`); every
-    floating-point variable but the constants receives a cotangent.
-
-    ``grad``'s concrete tracing builds these as it goes; this serves traces evaluated some
-    other way.
-    """
-    consts = set(trace.const_vars)
-    return [vjp_record(e, env, lambda a: a not in consts and _is_float(a.aval))
-            for e in trace.eqns]
-
-
-def _call_vjp(eqn: Any, ct: Any, ins: tuple, out: Any, targets: tuple) -> tuple:
-    """Call ``eqn``'s VJP rule (telling a selective one which inputs need a cotangent)."""
-    prim = eqn.prim
-    if prim.vjp is None:
-        raise MissingRuleError(
-            f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
-            f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs in "
-            "functx.stop_gradient if no gradient should flow through it.")
-    if prim.vjp_selective:
-        return prim.vjp(ct, ins, out, needs=tuple([t is not None for t in targets]),
-                        **eqn.params)
-    return prim.vjp(ct, ins, out, **eqn.params)
-
-
-def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
-                  consume: bool = False) -> list:
-    """Cotangents of ``trace``'s inputs given cotangents of its outputs.
-
-    Args:
-        trace: the forward trace.
-        records: its VJP records, one per equation (from concrete tracing or
-            :func:`vjp_records`).
-        out_cts: one cotangent (or None for zero) per trace output.
-        consume: drop each record once used, so residuals are freed as the backward pass
-            goes (for a single use, as in ``grad``); ``records`` is emptied.
-
-    Returns:
-        One cotangent per input variable; None where it is zero.
-
-    Raises:
-        MissingRuleError: a cotangent reaches a primitive without a VJP rule.
-    """
-    cts: dict[Var, Any] = {}
-    for v, ct in zip(trace.outputs, out_cts):
-        if type(v) is Var and ct is not None and _is_float(v.aval):
-            cts[v] = add(cts[v], ct) if v in cts else ct
-    eqns = trace.eqns
-    pop = cts.pop
-    for i in range(len(eqns) - 1, -1, -1):
-        eqn = eqns[i]
-        ins, out, targets = records.pop() if consume else records[i]
-        prim = eqn.prim
-        if prim.multiple_results:
-            ct = [pop(v, None) for v in eqn.outputs]
-            if all(c is None for c in ct):
-                continue
-            if not prim.none_cts:
-                some = next(c for c in ct if c is not None)
-                ct = [c if c is not None else _zeros(v.aval, some)
-                      for c, v in zip(ct, eqn.outputs)]
-        else:
-            ct = pop(eqn.outputs[0], None)
-            if ct is None:
-                continue
-        if prim.has_zero_vjp or (prim.vjp is None and not _reaches(trace, i)):
-            continue
-        for t, c in zip(targets, _call_vjp(eqn, ct, ins, out, targets)):
-            if t is not None and c is not None:
-                cts[t] = add(cts[t], c) if t in cts else c
-    return [cts.get(v) for v in trace.in_vars]
 
 
 def _as_input(x: Any, fname: str) -> Any:
@@ -230,9 +86,9 @@ def _forward(f: Callable, primals: tuple, has_aux: bool, fname: str,
         out_leaves, out_tree = tree.flatten(out)
         out_leaves = [_check_out_leaf(x, fname) for x in out_leaves]
         trace = b.build(out_leaves)
-    outs = [_read_only(_unwrap(x, b), leaves) for x in out_leaves]
+    outs = [read_only(_unwrap(x, b), leaves) for x in out_leaves]
     if has_aux:
-        aux = tree.map(lambda x: _read_only(_unwrap(x, b), leaves), aux)
+        aux = tree.map(lambda x: read_only(_unwrap(x, b), leaves), aux)
     return trace, b.records, outs, out_tree, aux, in_tree, leaves
 
 
@@ -263,7 +119,7 @@ def _backward_fn(trace: Trace, records: list, out_tree: Any, outs: list, in_tree
                 c = c.astype(a.dtype)
             flat.append(c)
         in_cts = backward_pass(trace, records, flat, consume=consume)
-        grads = [_read_only(c, flat) if c is not None else _zeros(v.aval, x)
+        grads = [read_only(c, flat) if c is not None else zeros(v.aval, x)
                  for c, v, x in zip(in_cts, trace.in_vars, leaves)]
         return tuple(tree.unflatten(in_tree, grads))
 
@@ -358,9 +214,9 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
             raise GradError(f"{fname} needs the function to return a real scalar (shape ()), "
                             f"but it returned {aval}. Use vjp or jacrev for non-scalar or "
                             "complex outputs, or reduce the output first (e.g. .sum()).")
-        seed = _seed(aval, value)
+        one = seed(aval, value)
         f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, fname, consume=True)
-        grads = f_vjp(seed)
+        grads = f_vjp(one)
         g = grads[0] if single else grads
         return ((value, aux) if has_aux else value), g
 

@@ -1,7 +1,24 @@
-"""Evaluating a trace: the plain interpreter, with liveness-based freeing."""
+"""The interpreter skeleton of the transforms, and the plain interpreter ``eval_trace``.
+
+Every transform that interprets a trace walks its equations the same way, in the spirit of
+autodidax's one ``process_primitive`` per interpreter: :func:`walk` reads each equation's
+inputs from an environment, runs the transform's per-equation *rule*, binds the outputs and
+frees each value after its last use (:func:`last_uses`), so peak memory follows the live
+set. The transforms are their rules:
+
+* ``eval_trace`` (here): ``bind`` each equation;
+* ``vmap``'s ``batch_trace``: the batching rule, on (value, batch axis) pairs;
+* the checkpoint's VJP rule: recompute what the backward pass reads, and build its records;
+* ``jit``'s planning: give each value a slot and each equation a step (its replay loop is
+  its own: see ``functx.transforms.jit``).
+
+Reverse mode walks backwards with :func:`walk_reverse`: each equation's rule receives the
+cotangent(s) of its outputs, complete by then, and its input cotangents are accumulated.
+"""
 from __future__ import annotations
 
-from typing import Any, Sequence
+import operator
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -66,6 +83,93 @@ def prune_with_last_uses(trace: Trace) -> tuple[Trace, list[tuple[Var, ...]]]:
     return trace, out
 
 
+Rule = Callable[[Any, list], Any]  # (eqn, input values) -> output value(s)
+
+_literal_value = operator.attrgetter("value")
+
+
+def walk(trace: Trace, env: dict, rule: Rule,
+         dying: Sequence[Sequence[Var]] | None = None,
+         literal: Callable[[Literal], Any] = _literal_value) -> list:
+    """Walk ``trace``'s equations in order: the one equation loop of the interpreters.
+
+    For each equation: read its inputs (``env[var]``, ``literal(lit)``), call
+    ``rule(eqn, inputs)``, bind its result to the equation's outputs (a list for a
+    multiple-results primitive, else one value), then drop the values whose last use this
+    equation is.
+
+    Args:
+        trace: the trace to walk.
+        env: the values of ``trace.in_vars`` and ``trace.const_vars`` (whatever the
+            transform carries: arrays, tracers, (value, batch axis) pairs, slots); the walk
+            adds and frees values in it.
+        rule: the transform's per-equation rule.
+        dying: for each equation, the variables to drop after it (default:
+            ``last_uses(trace)``).
+        literal: the environment value of a literal (default: its value).
+
+    Returns:
+        The environment values of ``trace.outputs``.
+    """
+    for eqn, gone in zip(trace.eqns, last_uses(trace) if dying is None else dying):
+        out = rule(eqn, [literal(a) if type(a) is Literal else env[a] for a in eqn.inputs])
+        if eqn.prim.multiple_results:
+            env.update(zip(eqn.outputs, out))
+        else:
+            env[eqn.outputs[0]] = out
+        for v in gone:
+            env.pop(v, None)
+    return [literal(a) if type(a) is Literal else env[a] for a in trace.outputs]
+
+
+ReverseRule = Callable[[int, Any, Any], Any]  # (index, eqn, output cotangent(s)) -> see below
+
+
+def walk_reverse(trace: Trace, cts: dict, rule: ReverseRule, add: Callable) -> dict:
+    """Walk ``trace``'s equations last to first, accumulating cotangents (reverse mode).
+
+    When an equation is reached every reader of its outputs has been, so their cotangents
+    are complete: they are taken out of ``cts`` (and so freed) and passed to
+    ``rule(index, eqn, ct)``: ``ct`` is a list with None for zero for a multiple-results
+    primitive (None when all are zero), else the cotangent or None. The rule is called for
+    every equation, so it can release per-equation state; it returns None (nothing flows
+    back) or ``(targets, in_cts)``: for each input, the variable that receives a cotangent
+    (or None) and the cotangent (or None). Cotangents reaching one variable are summed
+    with ``add``, in the order they arrive.
+
+    Args:
+        trace: the trace to walk.
+        cts: the cotangents of the outputs' variables; the walk updates it.
+        rule: the transform's per-equation rule.
+        add: the sum of two cotangents.
+
+    Returns:
+        ``cts``, holding at the end the cotangents of the variables no equation produces
+        (the trace's inputs and constants).
+    """
+    pop = cts.pop
+    eqns = trace.eqns
+    for k in range(len(eqns) - 1, -1, -1):
+        eqn = eqns[k]
+        if eqn.prim.multiple_results:
+            ct: Any = [pop(v, None) for v in eqn.outputs]
+            if all(c is None for c in ct):
+                ct = None
+        else:
+            ct = pop(eqn.outputs[0], None)
+        flows = rule(k, eqn, ct)
+        if flows is None:
+            continue
+        for t, c in zip(*flows):
+            if t is not None and c is not None:
+                cts[t] = add(cts[t], c) if t in cts else c
+    return cts
+
+
+def _bind_rule(eqn: Any, ins: list) -> Any:
+    return bind(eqn.prim, *ins, **eqn.params)
+
+
 def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None,
                dying: Sequence[tuple[Var, ...]] | None = None) -> list:
     """Run ``trace`` on ``args`` (one per input variable) and return the flat outputs.
@@ -90,15 +194,6 @@ def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None,
                           f"({', '.join(map(str, trace.in_avals))}) but got {len(args)}.")
     env: dict[Var, Any] = dict(zip(trace.in_vars, args))
     env.update(zip(trace.const_vars, trace.const_values if consts is None else consts))
-    for eqn, gone in zip(trace.eqns, last_uses(trace) if dying is None else dying):
-        ins = [a.value if type(a) is Literal else env[a] for a in eqn.inputs]
-        out = bind(eqn.prim, *ins, **eqn.params)
-        if eqn.prim.multiple_results:
-            env.update(zip(eqn.outputs, out))
-        else:
-            env[eqn.outputs[0]] = out
-        for v in gone:
-            env.pop(v, None)
-    outs = [a.value if type(a) is Literal else env[a] for a in trace.outputs]
+    outs = walk(trace, env, _bind_rule, dying)
     # An output that is an input is returned as a read-only view, never the user's array.
     return [finalize_cpu(o, args) if type(o) is np.ndarray else o for o in outs]

@@ -25,14 +25,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx import tree
-import functx.tracing as _tracing
+from functx import tracing, tree
 from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
-                             get_default_device, inputs_device_scope)
+                             get_default_device)
 from functx.errors import FunctxError
 from functx.ir import Literal, Trace, abstractify
-from functx.tracing import Tracer, _check_leaf, bind, flat_function, trace_flat
-from functx.transforms.interpret import eval_trace, prune_with_last_uses
+from functx.tracing import FlatArgs, Tracer, bind, flatten_args, trace_function
+from functx.transforms.interpret import eval_trace, prune_with_last_uses, walk
 
 __all__ = ["jit"]
 
@@ -61,7 +60,11 @@ class _Compiled:
         """Run on concrete ``inputs`` that all live on ``backend``:
         each step calls the primitive's implementation directly (no ``bind``: no tracer
         check, no backend resolution, no per-op lookups). Falls back to ``eval_trace`` where
-        a constant lives elsewhere (``bind`` then explains the mix)."""
+        a constant lives elsewhere (``bind`` then explains the mix).
+
+        This replay loop is jit's own, not the interpreters' ``walk``: it is the hot path of
+        a jitted call, so values live in a list of slots and each step holds its slot
+        numbers. The steps are planned by ``walk`` (see :func:`_plan`)."""
         plan = self.plans.get(backend.name)
         if plan is None:
             plan = self.plans[backend.name] = _plan(self.trace, self.dying, backend)
@@ -71,7 +74,7 @@ class _Compiled:
         env = list(env)
         env[:len(inputs)] = inputs
         on_cpu = backend is _CPU
-        check = _tracing.CHECK_EAGER
+        check = tracing.CHECK_EAGER
         for impl, ins, params, outs, free, eqn in steps:
             args = [env[i] for i in ins]
             try:
@@ -102,41 +105,47 @@ def _check_step(eqn: Any, results: list) -> None:
 
 def _plan(trace: Trace, dying: list, backend: Any) -> tuple | bool:
     """``(env template, steps, output slots)`` for the lean executor on ``backend``, or
-    False when a constant lives on another backend."""
-    slot: dict[int, int] = {}
-    env: list = []
+    False when a constant lives on another backend.
 
-    def new_slot(var: Any, value: Any = None) -> int:
-        slot[id(var)] = len(env)
-        env.append(value)
-        return len(env) - 1
+    The plan is made by the interpreters' ``walk`` whose values are slot numbers: the rule
+    of an equation gives its outputs new slots and appends its step; each step's slots to
+    clear are its equation's dying variables.
+    """
+    template: list = []
+    slot: dict = {}  # variable -> its slot (the walk's environment forgets dead ones)
+
+    def new_slot(value: Any = None) -> int:
+        template.append(value)
+        return len(template) - 1
 
     for v in trace.in_vars:
-        new_slot(v)
+        slot[v] = new_slot()
     for v, c in zip(trace.const_vars, trace.const_values):
         b = backend_of(c)
         if b is not None and b is not backend:
             return False
-        new_slot(v, c)
+        slot[v] = new_slot(c)
 
-    def in_slot(a: Any) -> int:
-        if type(a) is Literal:
-            value = a.value  # a 0-d host array joins the device, as bind's resolve_mixed does
-            if backend is not _CPU and backend_of(value) is _CPU:
-                value = backend.scalar_from_host(value)
-            env.append(value)
-            return len(env) - 1
-        return slot[id(a)]
+    def literal(a: Literal) -> int:
+        value = a.value  # a 0-d host array joins the device, as bind's resolve_mixed does
+        if backend is not _CPU and backend_of(value) is _CPU:
+            value = backend.scalar_from_host(value)
+        return new_slot(value)
 
-    steps = []
-    for eqn, gone in zip(trace.eqns, dying):
-        ins = tuple(in_slot(a) for a in eqn.inputs)
-        outs = tuple(new_slot(v) for v in eqn.outputs)
-        free = tuple(slot[id(v)] for v in gone)
-        steps.append((eqn.prim.impl_for(backend), ins, eqn.params,
-                      outs if eqn.prim.multiple_results else outs[0], free, eqn))
-    out_slots = tuple(in_slot(a) for a in trace.outputs)
-    return env, steps, out_slots
+    planned: list = []
+
+    def rule(eqn: Any, ins: list) -> Any:
+        outs = [new_slot() for _ in eqn.outputs]
+        slot.update(zip(eqn.outputs, outs))
+        multiple = eqn.prim.multiple_results
+        planned.append((eqn.prim.impl_for(backend), tuple(ins), eqn.params,
+                        tuple(outs) if multiple else outs[0], eqn))
+        return outs if multiple else outs[0]
+
+    out_slots = walk(trace, dict(slot), rule, dying, literal=literal)
+    steps = [(impl, ins, params, outs, tuple(slot[v] for v in gone), eqn)
+             for (impl, ins, params, outs, eqn), gone in zip(planned, dying)]
+    return template, steps, tuple(out_slots)
 
 
 def jit(f: Callable, static_argnums: int | Sequence[int] = (),
@@ -173,15 +182,13 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
     def jitted(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
         static_pos = {i % n for i in nums if -n <= i < n}
+        flat = flatten_args(args, kwargs, fname, static_pos, names)
+        leaves = flat.leaves
         static = (tuple((i, args[i]) for i in sorted(static_pos)),
-                  tuple(sorted((k, v) for k, v in kwargs.items() if k in names)))
-        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
-        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in names}
-        leaves, in_tree = tree.flatten((dyn_args, dyn_kwargs))
-        leaves = [_check_leaf(x, fname, "an argument") for x in leaves]
+                  tuple(sorted(flat.static_kwargs.items())))
         avals = tuple(abstractify(x) for x in leaves)
         devices = tuple(None if type(x) is Tracer else device_of(x) for x in leaves)
-        key = (in_tree, avals, devices, static, get_default_device())
+        key = (flat.in_tree, avals, devices, static, get_default_device())
         try:
             compiled = cache.get(key)
         except TypeError:
@@ -189,8 +196,7 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                               "Static arguments are cache keys: pass tuples instead of "
                               "lists, or make the argument an array (not static).") from None
         if compiled is None:
-            static_kwargs = {k: v for k, v in kwargs.items() if k in names}
-            compiled = _compile(f, fname, args, static_kwargs, static_pos, in_tree, leaves)
+            compiled = _compile(f, fname, flat)
             if not compiled.closes_over_tracers:
                 cache[key] = compiled
         backends_in = {d.platform for d in devices if d is not None}
@@ -214,10 +220,6 @@ def _scalars_as_arrays(leaves: list, avals: tuple, xp: Any) -> list:
             for x, a in zip(leaves, avals)]
 
 
-def _compile(f: Callable, fname: str, args: tuple, static_kwargs: dict, static_pos: set,
-             in_tree: Any, leaves: list) -> _Compiled:
-    dyn_idx = [i for i in range(len(args)) if i not in static_pos]
-    flat_f, out_tree_box = flat_function(f, args, dyn_idx, in_tree, fname, static_kwargs)
-    with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
-        trace, _ = trace_flat(flat_f, leaves, fname)
-    return _Compiled(trace, out_tree_box[0])
+def _compile(f: Callable, fname: str, flat: FlatArgs) -> _Compiled:
+    trace, out_tree, _ = trace_function(f, flat.args, {}, fname, flat=flat, device_scope=True)
+    return _Compiled(trace, out_tree)

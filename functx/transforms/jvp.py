@@ -23,15 +23,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx import tree
+from functx import tracing, tree
 from functx.backends import inputs_device_scope
 from functx.errors import FunctxError, GradError, MissingRuleError
 from functx.ir import Var, abstractify
 from functx.primitives._batching import zeros_like
 from functx.registry import Primitive
-from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, _aval_of_value, _leak_error,
-                            attach_source, bind, user_source)
-import functx.tracing as _tracing
+from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, attach_source, aval_of_value,
+                            bind, leak_error, user_source)
+from functx.transforms.grad import vjp
+from functx.transforms.interpret import eval_trace
+from functx.transforms.reverse import read_only
 
 
 class JvpTraceBuilder(TraceBuilder):
@@ -50,7 +52,7 @@ class JvpTraceBuilder(TraceBuilder):
         for a in args:
             if type(a) is Tracer and a._builder is self:
                 if not self.active:
-                    raise _leak_error(a)
+                    raise leak_error(a)
                 vals.append(a._value)
                 t = a._tangent
                 tans.append(t)
@@ -70,7 +72,7 @@ class JvpTraceBuilder(TraceBuilder):
     def _wrap(self, value: Any, tangent: Any) -> Any:
         if tangent is None:
             return value
-        return Tracer(self, Var(_aval_of_value(value)), value, tangent)
+        return Tracer(self, Var(aval_of_value(value)), value, tangent)
 
 
 def apply_jvp(prim: Primitive, tangents: tuple, primals: tuple, out: Any, params: dict) -> Any:
@@ -102,7 +104,7 @@ def apply_jvp(prim: Primitive, tangents: tuple, primals: tuple, out: Any, params
                  for t, o in zip(t_out, out)]
     elif t_out is not None and not INEXACT_DTYPES[out.dtype]:
         t_out = None
-    if _tracing.CHECK_EAGER:
+    if tracing.CHECK_EAGER:
         _check_tangents(prim, out, t_out)
     return t_out
 
@@ -126,8 +128,6 @@ def jvp_from_vjp(prim: Primitive, tangents: tuple, primals: tuple, out: Any,
     The VJP rule is evaluated once under reverse mode (at a zero cotangent) and pulled back
     with the tangents as cotangents; exact, and about twice the cost of a JVP rule.
     """
-    from functx.transforms.grad import vjp as _vjp
-
     outs = list(out) if prim.multiple_results else [out]
     float_outs = [j for j, o in enumerate(outs) if INEXACT_DTYPES[o.dtype]]
     wanted = [i for i, t in enumerate(tangents) if t is not None]
@@ -146,7 +146,7 @@ def jvp_from_vjp(prim: Primitive, tangents: tuple, primals: tuple, out: Any,
         return [in_cts[i] if in_cts[i] is not None else zeros_like(primals[i]) for i in wanted]
 
     ct0 = [zeros_like(outs[j]) for j in float_outs]
-    _, pull = _vjp(cotangent_map, *ct0)
+    _, pull = vjp(cotangent_map, *ct0)
     t_float = pull([tangents[i] for i in wanted])
     t_out: list = [None] * len(outs)
     for j, t in zip(float_outs, t_float):
@@ -225,11 +225,9 @@ def _run_forward(builder: JvpTraceBuilder, f: Callable, leaves: list, t_leaves: 
 
 
 def _read_only(x: Any, owned: Sequence[Any]) -> Any:
-    from functx.transforms.grad import _read_only as ro
-
     if isinstance(x, np.generic):  # NumPy scalars from user code: return arrays
         x = np.asarray(x)
-    return ro(x, owned)
+    return read_only(x, owned)
 
 
 def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any],
@@ -337,8 +335,6 @@ def linearize(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     out = tree.unflatten(out_tree, values)
 
     def f_lin(*tangents: Any) -> Any:
-        from functx.transforms.interpret import eval_trace
-
         try:
             _, ts, _ = _flatten_primals_tangents(tuple(primals), tangents, f"{fname}'s f_lin")
         except GradError as e:

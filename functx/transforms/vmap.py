@@ -16,17 +16,14 @@ import functools
 import warnings
 from typing import Any, Callable, Sequence
 
-from functx import tree
-from functx.backends import inputs_device_scope
+from functx import tracing, tree
 from functx.errors import FunctxError, VmapError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
-from functx.primitives._batching import to_axis
+from functx.primitives._batching import batch_size, to_axis
 from functx.registry import Primitive
-from functx.tracing import (_check_leaf, attach_source, bind, flat_function, trace_flat,
-                             user_source)
-import functx.tracing as _tracing
-from functx.transforms.interpret import last_uses, prune_with_last_uses
+from functx.tracing import attach_source, bind, flatten_args, trace_function, user_source
+from functx.transforms.interpret import prune_with_last_uses, walk
 
 AxisSpec = Any  # an int, None, or a pytree of them (a prefix of the arguments)
 
@@ -98,7 +95,6 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
         raise VmapError(f"{fname}: in_axes must be an int, None, or a tuple with one entry "
                         f"per positional argument, but got {type(in_axes).__name__} "
                         f"{in_axes!r:.80}.")
-    leaves: list = []
     dims: list = []
     owners: list = []  # the argument each leaf belongs to, for error messages
     for i, (a, spec) in enumerate(zip(args, per_arg)):
@@ -109,26 +105,20 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
                             f"not a pytree prefix of the argument ({e}). Give an int or None "
                             "for the whole argument, or a pytree of them shaped like it."
                             ) from None
-        arg_leaves = tree.leaves(a)
-        leaves.extend(arg_leaves)
         dims.extend(axes)
-        owners.extend([i] * len(arg_leaves))
-    for k, v in kwargs.items():
-        kw_leaves = tree.leaves(v)
-        leaves.extend(kw_leaves)
-        dims.extend([0] * len(kw_leaves))
-        owners.extend([k] * len(kw_leaves))
-    leaves = [_check_leaf(x, fname, "an argument") for x in leaves]
+        owners.extend([i] * len(tree.leaves(a)))
+    if kwargs:  # batched along axis 0; their leaves come in the pytree's order
+        kw_owners = tree.leaves({k: tree.map(lambda _, k=k: k, v) for k, v in kwargs.items()})
+        dims.extend([0] * len(kw_owners))
+        owners.extend(kw_owners)
+    flat = flatten_args(args, kwargs, fname)
+    leaves = flat.leaves
     avals, dims, size = _example_avals(fname, leaves, dims, owners, axis_size)
 
-    in_tree = tree.structure((args, kwargs))
-    flat_f, out_tree_box = flat_function(f, args, range(len(args)), in_tree, fname)
-
-    with inputs_device_scope(leaves):  # constants made while tracing go to the inputs' device
-        trace, _ = trace_flat(flat_f, avals, fname)
+    trace, out_tree, _ = trace_function(f, args, kwargs, fname, flat=flat, in_avals=avals,
+                                        device_scope=True)
     trace, dying = prune_with_last_uses(trace)
     outs, out_dims = batch_trace(trace, leaves, dims, size, dying=dying)
-    out_tree = out_tree_box[0]
     out_struct = tree.unflatten(out_tree, list(range(len(outs))))
     try:
         o_axes = tree.broadcast_prefix(out_axes, out_struct, is_leaf=_is_none)
@@ -215,38 +205,32 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
     env: dict[Var, tuple] = {v: (x, d) for v, x, d in zip(trace.in_vars, args, dims)}
     for v, c in zip(trace.const_vars, trace.const_values):
         env[v] = (c, None)
-    for eqn, gone in zip(trace.eqns, last_uses(trace) if dying is None else dying):
-        xs, ds = [], []
-        for a in eqn.inputs:
-            x, d = (a.value, None) if type(a) is Literal else env[a]
-            xs.append(x)
-            ds.append(d)
+
+    def rule(eqn: Any, ins: list) -> Any:
+        xs, ds = zip(*ins) if ins else ((), ())
         prim = eqn.prim
-        n_out = len(eqn.outputs)
         if all(d is None for d in ds):
             out = bind(prim, *xs, **eqn.params)
-            od: Any = [None] * n_out if prim.multiple_results else None
-        else:
-            rule = prim.batch or _loop_rule(prim)
-            try:
-                out, od = rule(tuple(xs), tuple(ds), **eqn.params)
-            except FunctxError as e:
-                raise attach_source(e, eqn.source) from None
-            if _tracing.CHECK_TRACES:
-                _check_batched(eqn, out, od, size)
+            if prim.multiple_results:
+                return [(o, None) for o in out]
+            return out, None
+        batch = prim.batch or _loop_rule(prim)
+        try:
+            out, od = batch(xs, ds, **eqn.params)
+        except FunctxError as e:
+            raise attach_source(e, eqn.source) from None
+        if tracing.CHECK_TRACES:
+            _check_batched(eqn, out, od, size)
         if prim.multiple_results:
-            for v, o, d in zip(eqn.outputs, out, od):
-                env[v] = (o, d)
-        else:
-            env[eqn.outputs[0]] = (out, od)
-        for v in gone:
-            del env[v]
-    outs, out_dims = [], []
-    for a in trace.outputs:
-        x, d = (a.value, None) if type(a) is Literal else env[a]
-        outs.append(x)
-        out_dims.append(d)
-    return outs, out_dims
+            return list(zip(out, od))
+        return out, od
+
+    pairs = walk(trace, env, rule, dying, literal=_unbatched_literal)
+    return [x for x, _ in pairs], [d for _, d in pairs]
+
+
+def _unbatched_literal(a: Literal) -> tuple:
+    return a.value, None
 
 
 def _check_batched(eqn: Any, out: Any, od: Any, size: int) -> None:
@@ -280,9 +264,6 @@ def _loop_rule(prim: Primitive) -> Callable:
                       "functx.registry's docstring.", stacklevel=4)
 
     def rule(args: Sequence[Any], dims: Sequence[int | None], **params: Any) -> tuple:
-        from functx.primitives._batching import batch_size
-        from functx.primitives.shape import concatenate, expand_dims
-
         n = batch_size(args, dims)
         results = []
         for b in range(n):
@@ -294,7 +275,7 @@ def _loop_rule(prim: Primitive) -> Callable:
                               f"looping. Register a rule with {prim.name}_p.def_batch(rule).")
 
         def stack(xs: list) -> Any:
-            return concatenate([expand_dims(x, (0,)) for x in xs], 0)
+            return _shape.concatenate([_shape.expand_dims(x, (0,)) for x in xs], 0)
 
         if prim.multiple_results:
             outs = [stack([r[k] for r in results]) for k in range(len(results[0]))]

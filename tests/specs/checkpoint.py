@@ -1,4 +1,5 @@
-"""Specs of the rematerialisation primitives (functx/primitives/checkpoint.py).
+"""Specs of the rematerialisation primitives (``checkpoint`` in functx/transforms/checkpoint.py,
+``name`` in functx/primitives/checkpoint.py).
 
 ``checkpoint`` is specced through :func:`functx.checkpoint` of small functions, under the
 default policy (everything recomputed) and under policies that keep some values (so the

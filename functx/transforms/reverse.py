@@ -1,0 +1,272 @@
+"""Reverse mode's machinery: concrete tracing with VJP records, and the backward pass.
+
+The forward pass traces the function with a :class:`ConcreteTraceBuilder`: values are
+computed as equations are recorded (so Python control flow works), and next to each
+equation the builder keeps its *VJP record*: exactly the residuals its primitive's VJP rule
+declares. The backward pass (:func:`backward_pass`) walks the equations in reverse
+(``functx.transforms.interpret.walk_reverse``), calls each VJP rule with its record and
+drops the record right after (so each residual is freed after its last use). Rules bind
+functx operations, so when the values are tracers of an outer transform, the backward pass
+is itself recorded: ``grad(grad(f))`` works.
+
+The user-facing functions (``vjp``, ``grad``, ``value_and_grad``) are in
+``functx.transforms.grad``; ``checkpoint``'s VJP rule builds records for a recomputed trace
+with :func:`vjp_record` and runs the same backward pass.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from functx.backends import backend_of, default_backend
+from functx.errors import MissingRuleError
+from functx.ir import Eqn, Literal, Trace, Var
+from functx.primitives.elementwise import add
+from functx.registry import Primitive
+from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, aval_of_value, bind,
+                            leak_error, user_source)
+from functx.transforms.interpret import walk_reverse
+
+__all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
+           "is_float", "zeros", "seed", "read_only"]
+
+
+# (ins, out, targets) of one equation, as the backward pass needs it: ``ins[i]`` is the
+# value of input i where the VJP rule declared it reads it and its abstract value elsewhere;
+# ``out`` likewise for the output(s); ``targets[i]`` is the variable that receives input i's
+# cotangent, or None where none is needed (constants, literals, integers).
+VjpRecord = tuple
+
+
+class ConcreteTraceBuilder(TraceBuilder):
+    """A builder whose tracers also carry their values (for grad and vjp).
+
+    Output types come from the computed values (the eager implementation checks shapes, and
+    explains a failure with the abstract-eval rule). Next to each equation it keeps the
+    equation's *VJP record* (see :data:`VjpRecord`): exactly the residuals its VJP rule
+    declared, and which inputs need a cotangent. A value no record holds is freed as soon as
+    the user's code drops it; the backward pass drops each record once it has used it.
+    """
+
+    concrete = True
+
+    def __init__(self, transform: str) -> None:
+        super().__init__(transform)
+        self.records: list[VjpRecord] = []
+
+    def process(self, prim: Primitive, args: tuple, params: dict) -> Any:
+        if not self.active:
+            for a in args:
+                if type(a) is Tracer and a._builder is self:
+                    raise leak_error(a)
+        atoms = []
+        vals = []
+        targets = []
+        for a in args:
+            if type(a) is Tracer and a._builder is self:
+                v = a._var
+                atoms.append(v)
+                targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
+                a = a._value
+            else:
+                atoms.append(self.atom_of(a))
+                targets.append(None)
+            vals.append(a)
+        out = bind(prim, *vals, **params)
+        multiple = prim.multiple_results
+        if multiple:
+            out_vars = tuple(Var(aval_of_value(o)) for o in out)
+        else:
+            out_vars = (Var(aval_of_value(out)),)
+        vjp = prim.vjp
+        # Equations are recorded without their source line (grad's hot path), except where
+        # the backward pass would need it for an error message.
+        self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars,
+                             None if vjp is not None else user_source(3)))
+        ins = [a.aval for a in atoms]
+        if vjp is not None:
+            saved = prim.save_inputs
+            for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
+                ins[i] = vals[i]
+        if prim.save_output:
+            res_out = out
+        else:
+            res_out = [v.aval for v in out_vars] if multiple else out_vars[0].aval
+        self.records.append((tuple(ins), res_out, tuple(targets)))
+        if multiple:
+            return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
+        return Tracer(self, out_vars[0], out)
+
+
+# ----------------------------------------------------------------------------------------
+# Values the backward pass makes
+
+
+def _backend_like(like: Any) -> Any:
+    """The backend of ``like`` (tracers looked through); where that is unknown (an abstract
+    tracer, a Python scalar) the default device's, which abstract transforms set to their
+    inputs' device."""
+    while type(like) is Tracer:
+        like = like._value
+    backend = backend_of(like)
+    return default_backend() if backend is None else backend
+
+
+def zeros(aval: Any, like: Any) -> Any:
+    """A zero cotangent of type ``aval`` on the device of ``like`` (read-only on the CPU)."""
+    backend = _backend_like(like)
+    if backend.read_only_outputs:
+        z = np.zeros(aval.shape, aval.dtype)
+        z.flags.writeable = False
+        return z
+    return backend.xp.zeros(aval.shape, aval.dtype)
+
+
+def seed(aval: Any, value: Any) -> Any:
+    """The cotangent 1 of a scalar output, on its device, so the cotangents the backward
+    pass broadcasts from it live there too."""
+    return _backend_like(value).xp.ones((), aval.dtype)
+
+
+def is_float(aval: Any) -> bool:
+    """Whether values of this type carry cotangents (integers and booleans do not)."""
+    return INEXACT_DTYPES[aval.dtype]
+
+
+def read_only(x: Any, owned: Sequence[Any] = ()) -> Any:
+    """``x`` as a read-only array that aliases none of the user's ``owned`` arrays."""
+    if type(x) is np.ndarray:
+        for o in owned:
+            if x is o:
+                x = x.copy()
+                break
+        if x.flags.writeable:
+            x = x.view()
+            x.flags.writeable = False
+    return x
+
+
+# ----------------------------------------------------------------------------------------
+# VJP records of traces evaluated some other way
+
+
+def vjp_record(eqn: Any, ins: Sequence[Any], outs: Sequence[Any],
+               receives: Callable[[Var], bool]) -> VjpRecord:
+    """The VJP record of one equation, from the values of its inputs and outputs.
+
+    Args:
+        eqn: the equation.
+        ins: one value per input; only those its VJP rule declared it reads are used.
+        outs: one value per output; used where its primitive saves its output.
+        receives: whether an input variable gets a cotangent.
+
+    Returns:
+        The record (see :data:`VjpRecord`).
+    """
+    prim = eqn.prim
+    rec_ins = [a.aval for a in eqn.inputs]
+    if prim.vjp is not None:
+        for i in prim.saved_input_indices(len(eqn.inputs)):
+            rec_ins[i] = ins[i]
+    out = list(outs) if prim.save_output else [v.aval for v in eqn.outputs]
+    targets = tuple(a if type(a) is Var and receives(a) else None for a in eqn.inputs)
+    return tuple(rec_ins), out if prim.multiple_results else out[0], targets
+
+
+def vjp_records(trace: Trace, env: dict) -> list[VjpRecord]:
+    """The VJP records of ``trace``'s equations from ``env``, a dict holding the values of
+    (at least) the variables their VJP rules read (see :func:`vjp_record`); every
+    floating-point variable but the constants receives a cotangent.
+
+    ``grad``'s concrete tracing builds these as it goes; this serves traces evaluated some
+    other way.
+    """
+    consts = set(trace.const_vars)
+
+    def receives(a: Var) -> bool:
+        return a not in consts and is_float(a.aval)
+
+    def value(a: Any) -> Any:
+        return a.value if type(a) is Literal else env.get(a)
+
+    return [vjp_record(e, [value(a) for a in e.inputs], [env.get(v) for v in e.outputs],
+                       receives) for e in trace.eqns]
+
+
+# ----------------------------------------------------------------------------------------
+# The backward pass
+
+
+def _reaches(trace: Trace, eqn_index: int) -> bool:
+    """Whether some input of equation ``eqn_index`` depends differentiably on the inputs.
+
+    Used only to decide whether a missing VJP rule matters (it does not when everything
+    flowing into the primitive is constant, e.g. behind stop_gradient).
+    """
+    live = set(trace.in_vars)
+    for e in trace.eqns[:eqn_index]:
+        if not e.prim.has_zero_vjp and any(type(a) is Var and a in live for a in e.inputs):
+            live.update(e.outputs)
+    return any(type(a) is Var and a in live for a in trace.eqns[eqn_index].inputs)
+
+
+def _call_vjp(eqn: Any, ct: Any, ins: tuple, out: Any, targets: tuple) -> tuple:
+    """Call ``eqn``'s VJP rule (telling a selective one which inputs need a cotangent)."""
+    prim = eqn.prim
+    if prim.vjp is None:
+        raise MissingRuleError(
+            f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
+            f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs in "
+            "functx.stop_gradient if no gradient should flow through it.")
+    if prim.vjp_selective:
+        return prim.vjp(ct, ins, out, needs=tuple([t is not None for t in targets]),
+                        **eqn.params)
+    return prim.vjp(ct, ins, out, **eqn.params)
+
+
+def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
+                  consume: bool = False) -> list:
+    """Cotangents of ``trace``'s inputs given cotangents of its outputs.
+
+    Args:
+        trace: the forward trace.
+        records: its VJP records, one per equation (from concrete tracing or
+            :func:`vjp_records`).
+        out_cts: one cotangent (or None for zero) per trace output.
+        consume: drop each record once used, so residuals are freed as the backward pass
+            goes (for a single use, as in ``grad``); ``records`` is emptied.
+
+    Returns:
+        One cotangent per input variable; None where it is zero.
+
+    Raises:
+        MissingRuleError: a cotangent reaches a primitive without a VJP rule.
+
+    Example:
+        >>> b = ConcreteTraceBuilder("vjp")
+        >>> with b:
+        ...     y = fnp.sin(b.new_input(np.ones(3))).sum()
+        ...     trace = b.build([y])
+        >>> backward_pass(trace, b.records, [np.ones(())])[0]   # cos(1), three times
+    """
+    cts: dict[Var, Any] = {}
+    for v, ct in zip(trace.outputs, out_cts):
+        if type(v) is Var and ct is not None and is_float(v.aval):
+            cts[v] = add(cts[v], ct) if v in cts else ct
+    take = records.pop if consume else records.__getitem__
+
+    def rule(k: int, eqn: Any, ct: Any) -> tuple | None:
+        ins, out, targets = take() if consume else take(k)  # (popped even where no ct flows)
+        if ct is None:
+            return None
+        prim = eqn.prim
+        if prim.multiple_results and not prim.none_cts:
+            some = next(c for c in ct if c is not None)
+            ct = [c if c is not None else zeros(v.aval, some) for c, v in zip(ct, eqn.outputs)]
+        if prim.has_zero_vjp or (prim.vjp is None and not _reaches(trace, k)):
+            return None
+        return targets, _call_vjp(eqn, ct, ins, out, targets)
+
+    walk_reverse(trace, cts, rule, add)
+    return [cts.get(v) for v in trace.in_vars]
