@@ -1,6 +1,6 @@
 """The project's layering rule, checked on the source.
 
-Layers, lowest first (DESIGN.md, "Layers")::
+Layers, lowest first (docs/design.md, section 2)::
 
     0  functx.errors, functx.tree
     1  functx.ir

@@ -1,4 +1,4 @@
-"""Transforms: each one a small interpreter of traces (see DESIGN.md).
+"""Transforms: each one a small interpreter of traces (see docs/design.md, section 6).
 
 Importing this package registers the transforms that lower layers call through
 ``functx.registry.hooks``: ``vjp``, ``jvp`` and ``grad`` (the derivative rules of composite

@@ -9,7 +9,7 @@ functx spends its time on small arrays. Calls with tracers (``grad(jit(f))``,
 ``vmap(jit(f))``, ``jit`` inside ``jit``) replay the same trace through ``bind``, so ``jit``
 composes with every transform.
 
-What this version does not do yet (DESIGN.md, section 7): optimisation passes beyond dead
+What this version does not do yet (docs/design.md, section 6): optimisation passes beyond dead
 code elimination (common subexpressions, constant folding, algebraic simplification),
 fused elementwise kernels on CUDA and CUDA-graph replay.
 
