@@ -72,7 +72,8 @@ def test_key_entries_print_compare_hash_and_match():
     assert str(DictKey("w")) == "['w']" and str(DictKey(3)) == "[3]"
     assert str(SequenceKey(2)) == "[2]" and str(GetAttrKey("lr")) == ".lr"
     assert str(FlattenedIndexKey(1)) == "[<flat index 1>]"
-    assert repr(DictKey("w")) == "DictKey(key='w')" and repr(SequenceKey(0)) == "SequenceKey(idx=0)"
+    assert repr(DictKey("w")) == "DictKey(key='w')"
+    assert repr(SequenceKey(0)) == "SequenceKey(idx=0)"
     assert repr(GetAttrKey("x")) == "GetAttrKey(name='x')"
     assert repr(FlattenedIndexKey(0)) == "FlattenedIndexKey(key=0)"
     assert DictKey("a") == DictKey("a") and hash(DictKey("a")) == hash(DictKey("a"))
