@@ -7,13 +7,14 @@ Example:
 """
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
 from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
-from functx import checkpoint_policies, nn, optim, random, tree
+from functx import checkpoint_policies, flatten_util, nn, optim, random, tree
 # functx.backends is the module and is callable: fx.backends() lists the backends (see the
 # end of functx/backends/__init__.py).
 from functx import backends
 from functx.backends import (
     Backend,
     Device,
+    block_until_ready,
     default_device,
     device_of,
     device_put,
@@ -66,14 +67,14 @@ __all__ = [
     # devices
     "Backend", "Device", "backends", "get_backend", "devices", "device_put", "device_of",
     "default_device", "get_default_device", "to_numpy", "from_dlpack", "memory_stats",
-    "reset_peak_memory_stats",
+    "reset_peak_memory_stats", "block_until_ready",
     # traces, primitives and the registry
     "make_trace", "eval_shape", "eval_trace", "bind", "Primitive", "registry", "typecheck",
     "Trace", "Eqn", "Var", "Literal", "Tracer", "AbstractArray", "ShapeDtype",
     # saving and loading pytrees
     "save", "load",
     # modules
-    "nn", "optim", "random", "tree",
+    "nn", "optim", "random", "tree", "flatten_util",
     # errors
     "FunctxError", "ShapeError", "DTypeError", "ConcretizationError", "TracerLeakError",
     "MissingRuleError", "DeviceError", "GradError", "VmapError", "ArgumentError",

@@ -12,7 +12,7 @@ Everything here is immutable; a trace prints as a readable listing::
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import attrs
 import numpy as np
@@ -124,10 +124,13 @@ class Literal:
     value: Any
     aval: AbstractArray
 
-    def __repr__(self) -> str:
+    def value_str(self) -> str:
+        """The value as written in listings (``2.0``, ``True``...)."""
         value = self.value  # .item() also reads a 0-d CuPy array, which np.asarray refuses
-        v = value.item() if hasattr(value, "item") else np.asarray(value).item()
-        return f"{v}:{self.aval}"
+        return str(value.item() if hasattr(value, "item") else np.asarray(value).item())
+
+    def __repr__(self) -> str:
+        return f"{self.value_str()}:{self.aval}"
 
 
 Atom = Var | Literal
@@ -147,7 +150,7 @@ class Eqn(NamedTuple):
     source: SourceInfo | None = None
 
     def __repr__(self) -> str:
-        return _Printer().eqn(self, "")
+        return Printer().eqn(self, "")
 
 
 @attrs.frozen(slots=True, eq=False, repr=False)
@@ -173,12 +176,68 @@ class Trace:
         return tuple(v.aval for v in self.outputs)
 
     def __str__(self) -> str:
-        return _Printer().trace(self, "")
+        return Printer().trace(self, "")
 
     __repr__ = __str__
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython / notebooks
         p.text(str(self))
+
+    def _repr_html_(self) -> str:
+        """The listing as syntax-coloured HTML (Jupyter shows traces this way); the
+        colours are inline styles, so no stylesheet is needed."""
+        return _render().trace_html(self)
+
+    def to_dot(self, *, collapse: bool = True, min_repeats: int = 4,
+               max_param_chars: int = 40) -> str:
+        """The data-flow graph of this trace as Graphviz DOT source.
+
+        One node per input, constant and equation, and one for the outputs; edges follow
+        the data. Traces held in equation parameters (``checkpoint``'s) are drawn as
+        clusters. Runs of one block of equations repeated at least ``min_repeats`` times
+        (a layer applied in a loop) show the first and last block and one
+        "… N more sin/mul equations" node for the rest.
+
+        Args:
+            collapse: collapse repeated runs (False draws every equation).
+            min_repeats: how many repetitions of a block make a run worth collapsing.
+            max_param_chars: parameters in node labels are cut to this length.
+
+        Returns:
+            DOT source (``digraph trace { ... }``); variable names are those of
+            ``str(trace)``.
+
+        Raises:
+            ValueError: ``min_repeats`` is below 3.
+
+        Example:
+            >>> dot = fx.make_trace(f)(x).to_dot()
+            >>> open("f.dot", "w").write(dot)   # then: dot -Tsvg f.dot > f.svg
+        """
+        return _render().trace_dot(self, collapse=collapse, min_repeats=min_repeats,
+                                   max_param_chars=max_param_chars)
+
+    def to_svg(self, **dot_options: Any) -> str:
+        """The graph of :meth:`to_dot` rendered as SVG by Graphviz.
+
+        Args:
+            **dot_options: passed to :meth:`to_dot`.
+
+        Returns:
+            The SVG document as text (``IPython.display.SVG(trace.to_svg())`` shows it).
+
+        Raises:
+            FunctxError: Graphviz's ``dot`` program is not installed (the message says how
+                to install it), or it failed.
+        """
+        return _render().render_svg(self.to_dot(**dot_options))
+
+
+def _render() -> Any:
+    """The module functx._ir_render (HTML and Graphviz pictures of traces). It builds on
+    this module (Printer, Trace), so it is imported on first use: a same-layer cycle."""
+    from functx import _ir_render
+    return _ir_render
 
 
 def _names() -> Iterable[str]:
@@ -188,47 +247,84 @@ def _names() -> Iterable[str]:
             yield "".join(combo)
 
 
-class _Printer:
-    def __init__(self) -> None:
+def _plain(kind: str | None, text: str) -> str:
+    return text
+
+
+class Printer:
+    """Writes traces and equations as listings, naming variables ``a``, ``b``, ... ``z``,
+    ``aa``... in order of first appearance (one printer per listing).
+
+    ``markup(kind, text)`` sees every piece of the listing in order: tokens with a kind
+    (``"prim"``, ``"var"``, ``"type"``, ``"literal"``, ``"kw"`` for ``lambda``/``let``/``in``,
+    ``"key"`` for parameter names) and the text between them with kind None; the listing is
+    the concatenation of what it returns. The default leaves text as it is (``str(trace)``);
+    functx._ir_render escapes and colours it for HTML.
+
+    Example:
+        >>> Printer().trace(fx.make_trace(fnp.sin)(np.ones(3)), "")
+        '{ lambda ; a:f64[3]. let\\n    b:f64[3] = sin a\\n  in (b,) }'
+    """
+
+    def __init__(self, markup: Callable[[str | None, str], str] | None = None) -> None:
         self.names: dict[int, str] = {}
         self.gen = _names()
+        self.m = markup or _plain
 
-    def var(self, v: Any) -> str:
-        if isinstance(v, Literal):
-            return repr(v)
+    def name(self, v: Var) -> str:
+        """The name of a variable (given on first use)."""
         name = self.names.get(id(v))
         if name is None:
             name = self.names[id(v)] = next(self.gen)
         return name
 
+    def var(self, v: Any) -> str:
+        m = self.m
+        if isinstance(v, Literal):
+            return m("literal", v.value_str()) + m(None, ":") + m("type", str(v.aval))
+        return m("var", self.name(v))
+
     def binder(self, v: Var) -> str:
-        return f"{self.var(v)}:{v.aval}"
+        return self.var(v) + self.m(None, ":") + self.m("type", str(v.aval))
 
     def param(self, value: Any, indent: str) -> str:
         if isinstance(value, Trace):
-            return "\n" + self.trace(value, indent + "    ")
-        if isinstance(value, np.dtype):
-            return value.name
-        if isinstance(value, type) and issubclass(value, np.generic):
-            return np.dtype(value).name
-        return repr(value)
+            return self.m(None, "\n") + self.trace(value, indent + "    ")
+        return self.m(None, param_text(value))
 
     def eqn(self, e: Eqn, indent: str) -> str:
-        outs = " ".join(self.binder(v) for v in e.outputs)
+        m = self.m
+        outs = m(None, " ").join(self.binder(v) for v in e.outputs)
         params = ""
         if e.params:
-            params = "[" + " ".join(f"{k}={self.param(v, indent)}" for k, v in e.params.items()) + "]"
-        args = " ".join(self.var(a) for a in e.inputs)
-        return f"{outs} = {e.prim.name}{params} {args}".rstrip()
+            params = m(None, "[") + m(None, " ").join(
+                m("key", k) + m(None, "=") + self.param(v, indent)
+                for k, v in e.params.items()) + m(None, "]")
+        args = m(None, " ").join(self.var(a) for a in e.inputs)
+        line = outs + m(None, " = ") + m("prim", e.prim.name) + params
+        return line + m(None, " ") + args if e.inputs else line
 
     def trace(self, t: Trace, indent: str) -> str:
-        consts = " ".join(self.binder(v) for v in t.const_vars)
-        ins = " ".join(self.binder(v) for v in t.in_vars)
-        lines = [f"{indent}{{ lambda {consts}{' ' if consts else ''}; {ins}. let"]
-        lines += [f"{indent}    {self.eqn(e, indent + '    ')}" for e in t.eqns]
-        outs = ", ".join(self.var(v) for v in t.outputs)
-        lines.append(f"{indent}  in ({outs}{',' if len(t.outputs) == 1 else ''}) }}")
-        return "\n".join(lines)
+        m = self.m
+        consts = m(None, " ").join(self.binder(v) for v in t.const_vars)
+        ins = m(None, " ").join(self.binder(v) for v in t.in_vars)
+        lines = [m(None, indent + "{ ") + m("kw", "lambda") + m(None, " ") + consts
+                 + m(None, " " if consts else "") + m(None, "; ") + ins + m(None, ". ")
+                 + m("kw", "let")]
+        lines += [m(None, indent + "    ") + self.eqn(e, indent + "    ") for e in t.eqns]
+        outs = m(None, ", ").join(self.var(v) for v in t.outputs)
+        lines.append(m(None, indent + "  ") + m("kw", "in") + m(None, " (") + outs
+                     + m(None, "," if len(t.outputs) == 1 else "") + m(None, ") }"))
+        return m(None, "\n").join(lines)
+
+
+def param_text(value: Any) -> str:
+    """How a (non-trace) equation parameter is written in listings."""
+    if isinstance(value, np.dtype):
+        return value.name
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return np.dtype(value).name
+    return repr(value)
 
 
 def typecheck(trace: Trace) -> None:

@@ -371,3 +371,60 @@ def test_resolve_mixed_places_host_scalars_and_rejects_two_device_kinds(
     finally:
         B._BACKENDS.pop("fake2")
         B._BY_TYPE.pop(OtherArray)
+
+
+# -- block_until_ready -------------------------------------------------------------------------
+
+class SyncArray(np.ndarray):
+    """An array of a fake two-device backend that records its synchronisations."""
+
+
+def test_block_until_ready_on_the_cpu_returns_the_tree() -> None:
+    t = {"w": np.ones(3), "n": [1, 2.5], "s": None, "name": "text"}
+    assert fx.block_until_ready(t) is t
+    x = np.arange(3.0)
+    assert fx.block_until_ready(x) is x and fx.block_until_ready(2.0) == 2.0
+    # Inside transforms it passes traced values through.
+    g = fx.grad(lambda v: fnp.sum(fx.block_until_ready(v * v)))(np.arange(3.0))
+    np.testing.assert_allclose(g, [0.0, 2.0, 4.0])
+    np.testing.assert_allclose(fx.jit(lambda v: fx.block_until_ready(v) + 1)(x), x + 1)
+
+
+def test_block_until_ready_on_the_fake_device(fake: fx.Device) -> None:
+    x = on_fake(np.arange(4.0))
+    out = fx.grad(lambda v: fnp.sum(fnp.sin(v)))(x)
+    assert fx.block_until_ready(out) is out and type(out) is FakeArray
+    t = {"a": out, "b": [np.ones(2), 3.0]}
+    assert fx.block_until_ready(t) is t
+    np.testing.assert_allclose(np.asarray(out), np.cos(np.arange(4.0)))
+
+
+def test_block_until_ready_synchronises_each_device_once() -> None:
+    events: list = []
+
+    @contextlib.contextmanager
+    def use_device(i: int) -> Any:
+        events.append(("on", i))
+        yield
+
+    backend = B.Backend(name="fakesync", xp=np, array_types=(SyncArray,), to_host=np.asarray,
+                        from_host=np.asarray, synchronize=lambda: events.append("sync"),
+                        memory_stats=dict, device_count=2,
+                        device_id=lambda x: getattr(x, "dev", 0), use_device=use_device)
+    B.register_backend(backend)
+    try:
+        a0, b0 = np.ones(2).view(SyncArray), np.zeros(3).view(SyncArray)
+        a1 = np.ones(1).view(SyncArray)
+        a1.dev = 1
+        t = {"a": [a0, b0], "b": (a1, np.ones(2), 2.0, None), "c": "text"}
+        assert fx.block_until_ready(t) is t
+        assert events == [("on", 0), "sync", ("on", 1), "sync"]
+        events.clear()
+        assert fx.block_until_ready(a1) is a1 and events == [("on", 1), "sync"]
+        events.clear()
+        fx.block_until_ready({"cpu": np.ones(2), "none": None})
+        assert events == []
+    finally:
+        B._BACKENDS.pop("fakesync")
+        B._BY_TYPE.pop(SyncArray)
+        fx.ir.DEVICE_ARRAY_TYPES.discard(SyncArray)

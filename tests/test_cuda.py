@@ -358,6 +358,16 @@ def test_devices_and_device_put_round_trip() -> None:
     assert type(cpu) is np.ndarray and not cpu.flags.writeable
 
 
+def test_block_until_ready_waits_for_device_work() -> None:
+    x = fx.device_put(np.linspace(0.0, 1.0, 512 * 512).reshape(512, 512), DEVICE_NAME)
+    out = {"y": fnp.tanh(x @ x) @ x, "host": np.ones(2), "n": 3}
+    assert fx.block_until_ready(out) is out and on_dev(out["y"])
+    if IS_CUDA:
+        assert xp.cuda.get_current_stream().done  # nothing left queued on the stream
+    want = np.tanh(fx.to_numpy(x) @ fx.to_numpy(x)) @ fx.to_numpy(x)
+    np.testing.assert_allclose(fx.to_numpy(out["y"]), want, rtol=1e-10, atol=1e-10)
+
+
 def test_default_device_places_created_arrays() -> None:
     with fx.default_device(DEVICE_NAME):
         made = [fnp.zeros((2, 3)), fnp.ones(4, np.float32), fnp.full((2,), 1.5), fnp.eye(3),

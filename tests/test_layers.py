@@ -2,14 +2,15 @@
 
 Layers, lowest first (docs/design.md, section 2)::
 
-    0  functx.errors, functx.tree
-    1  functx.ir
+    0  functx.errors, functx.tree (a package: _core, _keys, _tools)
+    1  functx.ir, functx._ir_render (HTML and Graphviz pictures of traces)
     2  functx.backends
     3  functx.tracing, functx.registry
     4  functx.primitives
     5  functx.transforms, functx.checkpoint_policies
     6  functx.numpy
-    7  functx.lax, functx.scipy, functx.nn, functx.random, functx.optim, functx.test_util
+    7  functx.lax, functx.scipy, functx.nn, functx.random, functx.optim, functx.test_util,
+       functx.serialization, functx.flatten_util
     8  functx (the curated top, ``functx/__init__.py``) and program entry points
        (``python -m functx.registry``), which nothing in the library imports
 
@@ -38,6 +39,7 @@ LAYERS: dict[str, int] = {
     "functx.errors": 0,
     "functx.tree": 0,
     "functx.ir": 1,
+    "functx._ir_render": 1,
     "functx.backends": 2,
     "functx.tracing": 3,
     "functx.registry": 3,
@@ -53,6 +55,7 @@ LAYERS: dict[str, int] = {
     "functx.optim": 7,
     "functx.test_util": 7,
     "functx.serialization": 7,
+    "functx.flatten_util": 7,
     "functx": 8,
 }
 

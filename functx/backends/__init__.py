@@ -468,6 +468,37 @@ def to_numpy(x: Any) -> Any:
     return tree.map(leaf, x)
 
 
+def block_until_ready(x: Any) -> Any:
+    """Waits until the arrays in ``x`` (a pytree) are computed, and returns ``x``.
+
+    GPU work is queued and runs asynchronously: time a step with it, or the clock stops
+    before the GPU is done. Each device holding a leaf is synchronised once (its backend's
+    ``synchronize``, on that device). CPU arrays are always ready: a no-op there. Python
+    scalars, other leaves and traced values whose value is abstract are left alone.
+
+    Args:
+        x: an array or a pytree of arrays.
+
+    Returns:
+        ``x`` itself.
+
+    Example:
+        >>> t0 = time.perf_counter()
+        >>> loss = fx.block_until_ready(step(params, batch))
+        >>> print(time.perf_counter() - t0)
+    """
+    done = set()
+    for leaf in tree.leaves(x):
+        dev = device_of(leaf)
+        if dev is None or dev.platform == "cpu" or dev in done:
+            continue
+        done.add(dev)
+        backend = dev.backend
+        with backend.use_device(dev.id):
+            backend.synchronize()
+    return x
+
+
 _DLPACK_CPU, _DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED = 1, 2, 3, 13
 
 

@@ -1,27 +1,9 @@
-"""Pytrees: nested containers of arrays, flattened to a list of leaves and a structure.
+"""The pytree machinery: node registry, flat ``PyTreeDef``, flatten/unflatten, map,
+prefixes and key paths (the package docstring of :mod:`functx.tree` describes pytrees).
 
-A pytree is a nested structure of *nodes* whose *leaves* are anything else. Nodes are
-tuple, list, dict (children in sorted key order, as in JAX), ``None`` (a node with no
-children, not a leaf), namedtuples (any tuple subclass with ``_fields``),
-``collections.OrderedDict`` (insertion order), ``collections.defaultdict`` (sorted keys),
-attrs classes (the fields with ``init=True``, in order) and types registered with
-:func:`register_pytree_node`. Subclasses of list and dict, arrays, scalars and strings are
-leaves. Types are matched exactly (by ``type(x)``), as in JAX.
-
-Decisions not fixed by the design brief:
-
-* Dict keys that cannot be compared with each other (e.g. ``{1: a, 'x': b}``) are ordered
-  by ``(type name, repr(key))`` instead of raising.
-* :func:`map` requires every tree to have exactly the first tree's structure, with
-  ``is_leaf`` applied to all of them; use :func:`broadcast_prefix` for prefix semantics.
-* ``PyTreeDef.num_nodes`` counts leaves too, as JAX does.
-* Every function here walks trees with an explicit stack, not recursion, so trees of any
-  depth work (JAX handles depth 500+ too); a ``PyTreeDef`` is stored flat (pre-order), so
-  comparing and hashing deep structures does not recurse either.
-* The dispatch cache of types met while flattening holds Python-defined (heap) classes
-  weakly: a namedtuple or attrs class created on the fly can be garbage collected once
-  nothing else uses it. A ``PyTreeDef`` keeps the classes of its nodes alive (they are its
-  aux data), so it can always be unflattened.
+Every walk here uses an explicit stack, not recursion, so trees of any depth work; a
+``PyTreeDef`` is stored flat (pre-order), so comparing and hashing deep structures does not
+recurse either.
 """
 
 from __future__ import annotations
@@ -30,19 +12,31 @@ import collections
 import weakref
 from typing import Any, Callable, Iterable
 
+from functx.tree._keys import DictKey, FlattenedIndexKey, GetAttrKey, KeyPath, SequenceKey
+
 PyTree = Any
 IsLeaf = Callable[[Any], bool] | None
+PathIsLeaf = Callable[..., bool] | None
 _MISSING = object()
 
 
+def _seq_key(aux: Any, i: int) -> SequenceKey:
+    return SequenceKey(i)
+
+
 class _Node:
-    """How one node type flattens, rebuilds, names a child's path key and prints."""
+    """How one node type flattens, rebuilds, names a child's path key and prints.
 
-    __slots__ = ("cls", "flatten", "unflatten", "key", "show")
+    ``key(aux, i)`` is the key path entry of child ``i``, unless ``flatten_keys`` (a
+    user's ``flatten_with_keys_fn``: ``x -> ([(key, child), ...], aux)``) is given.
+    """
 
-    def __init__(self, cls, flatten, unflatten, key=None, show=None):
+    __slots__ = ("cls", "flatten", "unflatten", "key", "show", "flatten_keys")
+
+    def __init__(self, cls, flatten, unflatten, key=None, show=None, flatten_keys=None):
         self.cls, self.flatten, self.unflatten = cls, flatten, unflatten
-        self.key = key or (lambda aux, i: f"[{i}]")
+        self.flatten_keys = flatten_keys
+        self.key = key or (lambda aux, i: FlattenedIndexKey(i))
         self.show = show or (
             lambda aux, cs: f"CustomNode({cls.__name__}[{aux!r}], [{', '.join(cs)}])")
 
@@ -105,22 +99,22 @@ def _register(node: _Node) -> None:
     _heap_dispatch.pop(id(node.cls), None)
 
 
-_register(_Node(tuple, lambda t: (t, None), lambda aux, cs: tuple(cs), show=lambda aux, cs:
-                "(" + ", ".join(cs) + ("," if len(cs) == 1 else "") + ")"))
-_register(_Node(list, lambda t: (t, None), lambda aux, cs: list(cs),
+_register(_Node(tuple, lambda t: (t, None), lambda aux, cs: tuple(cs), key=_seq_key,
+                show=lambda aux, cs: "(" + ", ".join(cs) + ("," if len(cs) == 1 else "") + ")"))
+_register(_Node(list, lambda t: (t, None), lambda aux, cs: list(cs), key=_seq_key,
                 show=lambda aux, cs: "[" + ", ".join(cs) + "]"))
 _register(_Node(dict, _dict_flatten, lambda keys, cs: dict(zip(keys, cs)),
-                key=lambda keys, i: f"[{keys[i]!r}]", show=_show_dict))
+                key=lambda keys, i: DictKey(keys[i]), show=_show_dict))
 _register(_Node(type(None), lambda n: ((), None), lambda aux, cs: None,
                 show=lambda aux, cs: "None"))
 _register(_Node(collections.OrderedDict, lambda d: (list(d.values()), tuple(d)),
                 lambda keys, cs: collections.OrderedDict(zip(keys, cs)),
-                key=lambda keys, i: f"[{keys[i]!r}]",
+                key=lambda keys, i: DictKey(keys[i]),
                 show=lambda keys, cs: f"OrderedDict({_show_dict(keys, cs)})"))
 _register(_Node(collections.defaultdict,
                 lambda d: ([d[k] for k in _sorted_keys(d)], (d.default_factory, _sorted_keys(d))),
                 lambda aux, cs: collections.defaultdict(aux[0], zip(aux[1], cs)),
-                key=lambda aux, i: f"[{aux[1][i]!r}]",
+                key=lambda aux, i: DictKey(aux[1][i]),
                 show=lambda aux, cs: f"defaultdict({aux[0]!r}, {_show_dict(aux[1], cs)})"))
 
 
@@ -134,7 +128,7 @@ def _classify(cls: type) -> _Node | None:
     fields = getattr(cls, "_fields", None)
     if issubclass(cls, tuple) and isinstance(fields, tuple):
         node = _Node(None, lambda t: (t, type(t)), lambda c, cs: c(*cs),
-                     key=lambda c, i: f".{fields[i]}",
+                     key=lambda c, i: GetAttrKey(fields[i]),
                      show=lambda c, cs: _show_fields(c.__name__, fields, cs))
     elif getattr(cls, "__attrs_attrs__", None) is not None:
         attrs_ = [a for a in cls.__attrs_attrs__ if a.init]
@@ -142,7 +136,7 @@ def _classify(cls: type) -> _Node | None:
         aliases = tuple(getattr(a, "alias", None) or a.name.lstrip("_") for a in attrs_)
         node = _Node(None, lambda o: ([getattr(o, n) for n in names], type(o)),
                      lambda c, cs: c(**dict(zip(aliases, cs))),
-                     key=lambda c, i: f".{names[i]}",
+                     key=lambda c, i: GetAttrKey(names[i]),
                      show=lambda c, cs: _show_fields(c.__name__, names, cs))
     _cache(cls, node)
     return node
@@ -158,7 +152,9 @@ def _handler(cls: type) -> _Node | None:
 
 
 def register_pytree_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable, Any]],
-                         unflatten_fn: Callable[[Any, Iterable], Any]) -> None:
+                         unflatten_fn: Callable[[Any, Iterable], Any],
+                         flatten_with_keys_fn: Callable[[Any], tuple[Iterable, Any]] | None = None
+                         ) -> None:
     """Registers ``cls`` as a pytree node type (same signature as ``jax.tree_util``).
 
     Args:
@@ -166,6 +162,9 @@ def register_pytree_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable, 
       flatten_fn: ``flatten_fn(obj) -> (children, aux_data)``; ``aux_data`` must be
         hashable and comparable, since it becomes part of the (hashed) ``PyTreeDef``.
       unflatten_fn: ``unflatten_fn(aux_data, children) -> obj``; ``children`` is a list.
+      flatten_with_keys_fn: optional ``fn(obj) -> ([(key, child), ...], aux_data)``, giving
+        the key path entries of the children (e.g. :class:`GetAttrKey`) that
+        :func:`flatten_with_path` reports; without it they are :class:`FlattenedIndexKey`.
     Returns:
       None.
     Raises:
@@ -182,7 +181,7 @@ def register_pytree_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable, 
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_pytree_node expects a class, got {cls!r}; pass the type.")
-    _register(_Node(cls, flatten_fn, unflatten_fn))
+    _register(_Node(cls, flatten_fn, unflatten_fn, flatten_keys=flatten_with_keys_fn))
 
 
 def register_leaf_type(cls: type) -> None:
@@ -300,6 +299,21 @@ class PyTreeDef:
             raise ValueError(f"{self!r} expects {self._num_leaves} leaves but "
                              f"{len(leaves)} were given; pass exactly one value per leaf.")
         return _unflatten(self._spec, leaves)
+
+    def compose(self, inner: PyTreeDef) -> PyTreeDef:
+        """The structure of this tree with every leaf replaced by ``inner``'s structure.
+
+        Example:
+          >>> structure([0, None]).compose(structure((0, 0)))
+          PyTreeDef([(*, *), None])
+        """
+        spec: list = []
+        for e in self._spec:
+            if e is None:
+                spec.extend(inner._spec)
+            else:
+                spec.append(e)
+        return PyTreeDef(tuple(spec), self._num_leaves * inner._num_leaves)
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, PyTreeDef):
@@ -459,6 +473,11 @@ def structure(tree: PyTree, is_leaf: IsLeaf = None) -> PyTreeDef:
     return flatten(tree, is_leaf)[1]
 
 
+def _entry_text(key: Any) -> str:
+    """A key path entry in structure-mismatch messages (a flat index reads ``[i]``)."""
+    return f"[{key.key}]" if type(key) is FlattenedIndexKey else str(key)
+
+
 def _first_difference(a: tuple, b: tuple, prefix_ok: bool):
     """First place where specs ``a`` and ``b`` differ: (path, sub_a, sub_b) or None.
 
@@ -470,7 +489,7 @@ def _first_difference(a: tuple, b: tuple, prefix_ok: bool):
     while i < len(a):
         if frames:
             top = frames[-1]
-            path = top[2] + top[0][0].key(top[0][1], top[1])
+            path = top[2] + _entry_text(top[0][0].key(top[0][1], top[1]))
             top[1] += 1
         else:
             path = ""
@@ -595,3 +614,117 @@ def broadcast_prefix(prefix_tree: PyTree, full_tree: PyTree,
     for p, sub in zip(prefix_leaves, flatten_up_to(prefix_def, full_tree)):
         out.extend([p] * len(leaves(sub)))
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# Key paths (jax.tree_util's flatten_with_path family)
+
+
+def _flatten_with_path(tree: PyTree, is_leaf: PathIsLeaf,
+                       takes_path: bool) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
+    """:func:`_flatten` that also builds each leaf's key path (iterative in the same way:
+    ``it`` iterates over ``(path, child)`` pairs of the node being visited)."""
+    out: list = []
+    spec: list = []
+    add_leaf, add_entry = out.append, spec.append
+    stack: list = []
+    it = iter((((), tree),))
+    while True:
+        for path, x in it:
+            if is_leaf is not None and (is_leaf(path, x) if takes_path else is_leaf(x)):
+                add_leaf((path, x))
+                add_entry(None)
+                continue
+            node = _handler(type(x))
+            if node is None:
+                add_leaf((path, x))
+                add_entry(None)
+                continue
+            if node.flatten_keys is None:
+                children, aux = node.flatten(x)
+                key = node.key
+                pairs = [(path + (key(aux, i),), c) for i, c in enumerate(children)]
+            else:
+                keyed, aux = node.flatten_keys(x)
+                pairs = [(path + (k,), c) for k, c in keyed]
+            add_entry((node, aux, len(pairs)))
+            stack.append(it)
+            it = iter(pairs)
+            break
+        else:
+            if not stack:
+                return out, PyTreeDef(tuple(spec), len(out))
+            it = stack.pop()
+
+
+def flatten_with_path(tree: PyTree, is_leaf: PathIsLeaf = None, is_leaf_takes_path: bool = False
+                      ) -> tuple[list[tuple[KeyPath, Any]], PyTreeDef]:
+    """:func:`flatten` that also gives each leaf's key path (``jax.tree_util`` signature).
+
+    Args:
+      tree: the pytree.
+      is_leaf: optional predicate that stops recursion, as in :func:`flatten`.
+      is_leaf_takes_path: call ``is_leaf(path, x)`` instead of ``is_leaf(x)``.
+    Returns:
+      ``([(path, leaf), ...], treedef)``: each path is a tuple of key entries
+      (:class:`DictKey`, :class:`SequenceKey`, :class:`GetAttrKey`,
+      :class:`FlattenedIndexKey`); ``treedef`` is what :func:`flatten` gives.
+    Raises:
+      Only what a user-registered ``flatten_fn`` or ``is_leaf`` raises.
+
+    Example:
+      >>> flatten_with_path({'w': [1, 2]})[0]
+      [((DictKey(key='w'), SequenceKey(idx=0)), 1), ((DictKey(key='w'), SequenceKey(idx=1)), 2)]
+    """
+    return _flatten_with_path(tree, is_leaf, is_leaf_takes_path)
+
+
+def leaves_with_path(tree: PyTree, is_leaf: PathIsLeaf = None,
+                     is_leaf_takes_path: bool = False) -> list[tuple[KeyPath, Any]]:
+    """The ``(key path, leaf)`` pairs of ``tree`` in flatten order.
+
+    Args:
+      tree: the pytree.
+      is_leaf: optional predicate that stops recursion, as in :func:`flatten`.
+      is_leaf_takes_path: call ``is_leaf(path, x)`` instead of ``is_leaf(x)``.
+    Returns:
+      A list of ``(path, leaf)``; see :func:`flatten_with_path`.
+    Raises:
+      Only what a user-registered ``flatten_fn`` or ``is_leaf`` raises.
+
+    Example:
+      >>> [(keystr(p), x) for p, x in leaves_with_path({'layers': [{'b': 0}]})]
+      [("['layers'][0]['b']", 0)]
+    """
+    return _flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
+
+
+def map_with_path(f: Callable[..., Any], tree: PyTree, *rest: PyTree, is_leaf: PathIsLeaf = None,
+                  is_leaf_takes_path: bool = False) -> PyTree:
+    """:func:`map` that also passes each leaf's key path: ``f(path, leaf, *others)``.
+
+    Args:
+      f: called as ``f(path, leaf, *leaves_of_rest)`` once per leaf of ``tree``.
+      tree: the first pytree; it fixes the output structure.
+      *rest: more pytrees, each with exactly the structure of ``tree`` (as in :func:`map`).
+      is_leaf: optional predicate that stops recursion, applied to every tree.
+      is_leaf_takes_path: call ``is_leaf(path, x)`` instead of ``is_leaf(x)``.
+    Returns:
+      A pytree with the structure of ``tree`` holding the results of ``f``.
+    Raises:
+      ValueError: if a tree in ``rest`` has a different structure (naming where).
+
+    Example:
+      >>> map_with_path(lambda p, x: f"{keystr(p)}={x}", {'a': [1], 'b': 2})
+      {'a': ["['a'][0]=1"], 'b': "['b']=2"}
+    """
+    pairs, treedef = _flatten_with_path(tree, is_leaf, is_leaf_takes_path)
+    columns = [[p for p, _ in pairs], [x for _, x in pairs]]
+    for i, other in enumerate(rest):
+        other_pairs, other_def = _flatten_with_path(other, is_leaf, is_leaf_takes_path)
+        if other_def != treedef:
+            raise _mismatch(f"map_with_path() needs every tree to have the structure of the "
+                            f"first one, but tree number {i + 2} does not", treedef, other_def,
+                            False)
+        columns.append([x for _, x in other_pairs])
+    return _unflatten(treedef._spec, [f(*xs) for xs in zip(*columns)])
