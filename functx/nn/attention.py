@@ -71,14 +71,15 @@ __all__ = ["scaled_dot_product_attention", "dot_product_attention"]
 _FN = "scaled_dot_product_attention"
 
 
-def _check_scores_operand(name: str, a: Any, scores_shape: tuple[int, ...]) -> None:
+def _check_scores_operand(name: str, a: Any, scores_shape: tuple[int, ...],
+                          fn: str = _FN) -> None:
     """``a`` (attn_mask or bias) must broadcast to the scores' shape without growing it."""
     try:
         ok = np.broadcast_shapes(tuple(a.shape), scores_shape) == scores_shape
     except ValueError:
         ok = False
     if not ok:
-        raise ShapeError(f"functx.nn.{_FN}: {name} of shape {tuple(a.shape)} does not "
+        raise ShapeError(f"functx.nn.{fn}: {name} of shape {tuple(a.shape)} does not "
                          f"broadcast to the attention scores' shape {scores_shape} "
                          "(query.shape[:-1] + (key.shape[-2],), batch dimensions broadcast). "
                          f"Pass a {name} of shape (..., L, S).")
@@ -433,7 +434,7 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
                              f"attend), but it has dtype {m.dtype}; pass an additive mask "
                              "as bias.")
         m = _to_4d("mask", m)
-        _check_scores_operand("mask", m, scores)
+        _check_scores_operand("mask", m, scores, _JAX_FN)
     b = None
     if bias is not None:
         b = array(bias)
@@ -441,7 +442,7 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
             raise DTypeError(f"functx.nn.{_JAX_FN}: bias must be a float array, but it has "
                              f"dtype {b.dtype}.")
         b = _to_4d("bias", b)
-        _check_scores_operand("bias", b, scores)
+        _check_scores_operand("bias", b, scores, _JAX_FN)
     window = None
     if local_window_size is not None:
         w = local_window_size
