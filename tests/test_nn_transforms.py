@@ -208,6 +208,166 @@ CLASS_W = np.array([0.3, 1.0, 2.0])
 W23 = np.array([[0.5, 1.0, 2.0], [1.5, 0.2, 1.0]])  # elementwise loss weights
 KEY = fxr.key(7)
 
+# -- the names ported from torch.nn.functional and jax.nn (tests/test_nn_ported.py) ------------
+
+def _ladder(gap: float) -> Callable[..., Callable[[np.random.Generator], np.ndarray]]:
+    """``distinct`` values ``gap`` apart: differences are multiples of ``gap``, so margins
+    that are not (0.95 for gap 0.1...) keep every hinge away from its kink."""
+    return lambda *shape: (lambda rng: distinct(rng, shape, gap))
+
+
+_UNPOOL_IDX = np.asarray(fnn.max_pool2d(distinct(_CONST_RNG, (1, 2, 4, 5)), 2,
+                                        return_indices=True)[1])
+_BAG_IDX, _BAG_OFF = np.array([0, 2, 1, 2, 4, 0, 3]), np.array([0, 3, 3, 5])
+_MULTILABEL_T = np.array([[3, 0, -1, 1], [1, 2, 3, 0]])
+
+PORTED_CASES: list[Case] = [
+    act("softmin", lambda x: fnn.softmin(x, dim=1)),
+    act("tanh", lambda x: fnn.tanh(x)),
+    act("threshold", lambda x: fnn.threshold(x, 0.3, -1.0), (0.3,)),
+    Case("prelu", "", lambda x, w: fnn.prelu(x, w),
+         lambda rng: (away(rng, (2, 3, 2)), rng.standard_normal(3))),
+    Case("prelu", "shared", lambda x, w: fnn.prelu(x, w),
+         lambda rng: (away(rng, (4,)), rng.standard_normal(1))),
+    act("rrelu", lambda x: fnn.rrelu(x), (0.0,), name="eval"),
+    Case("rrelu", "training", lambda x, *, key: fnn.rrelu(x, 0.1, 0.4, training=True, key=key),
+         lambda rng: (away(rng, (2, 3)),), dict(key=KEY)),
+    act("squareplus", lambda x: fnn.squareplus(x, 0.5)),
+    act("sparse_plus", lambda x: fnn.sparse_plus(x)),
+    Case("log1mexp", "", lambda x: fnn.log1mexp(x), args(uniform(0.05, 3.0, 2, 3))),
+    act("logmeanexp", lambda x: fnn.logmeanexp(x, axis=1), shape=(2, 3, 2)),
+    Case("logmeanexp", "where-keepdims",
+         lambda x, *, m: fnn.logmeanexp(x, axis=0, where=m, keepdims=True), args(normal(3, 2)),
+         dict(m=np.array([[True, False], [True, True], [False, True]]))),
+    Case("gumbel_softmax", "", lambda x, *, key: fnn.gumbel_softmax(x, 0.5, key=key),
+         args(normal(2, 4)), dict(key=KEY)),
+    # straight through: the gradient is the soft sample's, not the (zero) derivative of the
+    # one-hot output, so finite differences cannot check it: VJP against JVP only
+    Case("gumbel_softmax", "hard-dim0",
+         lambda x, *, key: fnn.gumbel_softmax(x, hard=True, dim=0, key=key),
+         args(normal(3, 2)), dict(key=KEY), modes=("rev",)),
+    Case("bilinear", "", lambda a, b, w, c: fnn.bilinear(a, b, w, c),
+         args(normal(2, 3), normal(2, 2), normal(4, 3, 2), normal(4))),
+    Case("embedding_bag", "mean-offsets", lambda w, *, i, o: fnn.embedding_bag(i, w, o),
+         args(normal(5, 3)), dict(i=_BAG_IDX, o=_BAG_OFF)),
+    Case("embedding_bag", "sum-per_sample_weights-last_offset",
+         lambda w, s, *, i, o: fnn.embedding_bag(i, w, o, mode="sum", per_sample_weights=s,
+                                                 include_last_offset=True),
+         args(normal(5, 3), normal(7)), dict(i=_BAG_IDX, o=np.append(_BAG_OFF, 7))),
+    Case("embedding_bag", "max-2d-padding",
+         lambda w, *, i: fnn.embedding_bag(i, w, mode="max", padding_idx=2),
+         lambda rng: (distinct(rng, (5, 3)),), dict(i=IDX)),
+    Case("one_hot", "jax-float-axis0", lambda t: fnn.one_hot(t, 4, dtype=np.float64, axis=0),
+         lambda rng: (rng.integers(-1, 5, (2, 3)),)),
+    Case("pixel_shuffle", "", lambda x: fnn.pixel_shuffle(x, 2), args(normal(1, 8, 2, 3))),
+    Case("pixel_unshuffle", "", lambda x: fnn.pixel_unshuffle(x, 2), args(normal(2, 1, 4, 2))),
+    Case("normalize", "", lambda x: fnn.normalize(x), args(normal(2, 3, 2))),
+    Case("normalize", "p1-dim0", lambda x: fnn.normalize(x, 1.0, 0),
+         lambda rng: (away(rng, (3, 2)),)),
+    Case("normalize", "pinf", lambda x: fnn.normalize(x, math.inf, -1),
+         lambda rng: (distinct(rng, (2, 3)),)),
+    Case("standardize", "", lambda x: fnn.standardize(x), args(normal(2, 4))),
+    Case("standardize", "stable-axes-where",
+         lambda x, *, m: fnn.standardize(x, (0, 2), where=m, algorithm="stable"),
+         args(normal(2, 2, 3)), dict(m=_CONST_RNG.random((2, 2, 3)) < 0.7)),
+    Case("local_response_norm", "", lambda x: fnn.local_response_norm(x, 3, alpha=0.5),
+         args(normal(2, 4, 3))),
+    Case("pairwise_distance", "", lambda a, b: fnn.pairwise_distance(a, b),
+         args(normal(3, 4), normal(3, 4))),
+    Case("pairwise_distance", "p1-keepdim-broadcast",
+         lambda a, b: fnn.pairwise_distance(a, b, 1.0, keepdim=True),
+         lambda rng: (rng.standard_normal((3, 2)), away(rng, (2,), scale=3.0))),
+    Case("pdist", "", lambda x: fnn.pdist(x), args(normal(4, 3))),
+    Case("pdist", "p3", lambda x: fnn.pdist(x, 3.0), args(normal(3, 2))),
+    Case("cdist", "", lambda a, b: fnn.cdist(a, b), args(normal(2, 3, 2), normal(1, 4, 2))),
+    Case("cdist", "mm", lambda a, b: fnn.cdist(a, b, compute_mode="use_mm_for_euclid_dist"),
+         args(normal(3, 2), normal(4, 2))),
+    Case("cdist", "pinf", lambda a, b: fnn.cdist(a, b, math.inf),
+         lambda rng: (distinct(rng, (2, 3)), distinct(rng, (3, 3), 0.37))),
+    Case("lp_pool1d", "", lambda x: fnn.lp_pool1d(x, 2, 2), args(uniform(0.2, 2.0, 2, 2, 5))),
+    Case("lp_pool2d", "ceil", lambda x: fnn.lp_pool2d(x, 1.5, 2, 1, ceil_mode=True),
+         args(uniform(0.2, 2.0, 1, 2, 3, 3))),
+    Case("lp_pool3d", "", lambda x: fnn.lp_pool3d(x, 3, 2), args(uniform(0.2, 2.0, 1, 1, 2, 2, 2))),
+    Case("max_unpool1d", "", lambda x, *, i: fnn.max_unpool1d(x, i, 2, output_size=[5]),
+         args(normal(2, 2)), dict(i=np.array([[1, 2], [0, 3]]))),
+    Case("max_unpool2d", "", lambda x, *, i: fnn.max_unpool2d(x, i, 2, output_size=(4, 5)),
+         args(normal(1, 2, 2, 2)), dict(i=_UNPOOL_IDX)),
+    Case("max_unpool3d", "", lambda x, *, i: fnn.max_unpool3d(x, i, 2),
+         args(normal(1, 1, 1, 1, 2)), dict(i=np.array([[[[[1, 7]]]]]))),
+    Case("affine_grid", "", lambda t: fnn.affine_grid(t, (2, 1, 3, 4), align_corners=False),
+         args(normal(2, 2, 3))),
+    Case("affine_grid", "3d-align", lambda t: fnn.affine_grid(t, (1, 1, 2, 3, 2), True),
+         args(normal(1, 3, 4))),
+    Case("dot_product_attention", "",
+         lambda q, k, v: fnn.dot_product_attention(q, k, v),
+         args(normal(2, 3, 2, 2), normal(2, 4, 2, 2), normal(2, 4, 2, 3))),
+    Case("dot_product_attention", "gqa-bias-mask-unbatched",
+         lambda q, k, v, b, *, m: fnn.dot_product_attention(q, k, v, b, m, scale=0.4),
+         args(normal(3, 4, 2), normal(2, 2, 2), normal(2, 2, 2), normal(4, 3, 2)),
+         # row 2 has nothing to attend: JAX's mean of the values
+         dict(m=np.array([[1, 0], [0, 1], [0, 0]], bool))),
+    Case("dot_product_attention", "causal-lengths-window",
+         lambda q, k, v, *, lq, lkv: fnn.dot_product_attention(
+             q, k, v, is_causal=True, query_seq_lengths=lq, key_value_seq_lengths=lkv,
+             local_window_size=(1, 0)),
+         args(normal(2, 3, 1, 2), normal(2, 3, 1, 2), normal(2, 3, 1, 2)),
+         dict(lq=np.array([3, 2], np.int32), lkv=np.array([2, 3], np.int32))),
+    # -- dropout variants (fixed keys) -----------------------------------------------------------
+    Case("dropout", "torch-form", lambda x, *, key: fnn.dropout(x, 0.4, key=key),
+         args(normal(3, 4)), dict(key=KEY)),
+    Case("dropout1d", "", lambda x, *, key: fnn.dropout1d(x, 0.5, key=key),
+         args(normal(2, 3, 4)), dict(key=KEY)),
+    Case("dropout2d", "", lambda x, *, key: fnn.dropout2d(x, 0.5, key=key),
+         args(normal(2, 3, 2, 2)), dict(key=KEY)),
+    Case("dropout3d", "unbatched", lambda x, *, key: fnn.dropout3d(x, 0.5, key=key),
+         args(normal(3, 2, 1, 2)), dict(key=KEY)),
+    Case("alpha_dropout", "", lambda x, *, key: fnn.alpha_dropout(x, 0.3, True, key=key),
+         args(normal(3, 4)), dict(key=KEY)),
+    Case("feature_alpha_dropout", "",
+         lambda x, *, key: fnn.feature_alpha_dropout(x, 0.3, True, key=key),
+         args(normal(3, 4, 2)), dict(key=KEY)),
+    # -- margin and likelihood losses (differences on ladders keep hinges off their kinks) ----
+    Case("margin_ranking_loss", "", lambda a, d, *, y: fnn.margin_ranking_loss(a, a - d, y, 0.5),
+         lambda rng: (rng.standard_normal(4), away(rng, (4,), (-0.5, 0.5))),
+         dict(y=np.array([1.0, -1.0, 1.0, -1.0]))),
+    Case("hinge_embedding_loss", "", lambda x, *, y: fnn.hinge_embedding_loss(
+        x, y, reduction="sum"), lambda rng: (away(rng, (2, 3), (1.0,)),),
+         dict(y=np.array([[1.0, -1.0, -1.0], [-1.0, 1.0, -1.0]]))),
+    Case("soft_margin_loss", "", lambda x, *, y: fnn.soft_margin_loss(x, y), args(normal(2, 3)),
+         dict(y=np.array([[1.0, -1.0, -1.0], [-1.0, 1.0, 1.0]]))),
+    Case("multilabel_margin_loss", "", lambda x, *, t: fnn.multilabel_margin_loss(x, t),
+         args(_ladder(0.3)(2, 4)), dict(t=_MULTILABEL_T)),
+    Case("multilabel_soft_margin_loss", "weight-none",
+         lambda x, y, *, w: fnn.multilabel_soft_margin_loss(x, y, w, reduction="none"),
+         args(normal(2, 3), uniform(0.0, 1.0, 2, 3)), dict(w=np.array([0.5, 1.0, 2.0]))),
+    Case("multi_margin_loss", "", lambda x, *, t: fnn.multi_margin_loss(x, t, margin=0.95),
+         args(_ladder(0.1)(4, 3)), dict(t=TARGET)),
+    Case("multi_margin_loss", "p2-weight-sum", lambda x, *, t, w: fnn.multi_margin_loss(
+        x, t, p=2, margin=0.95, weight=w, reduction="sum"),
+         args(_ladder(0.1)(4, 3)), dict(t=TARGET, w=CLASS_W)),
+    Case("cosine_embedding_loss", "", lambda a, b, *, y: fnn.cosine_embedding_loss(a, b, y),
+         args(normal(3, 4), normal(3, 4)), dict(y=np.array([1.0, -1.0, -1.0]))),
+    Case("triplet_margin_loss", "", lambda a, p, n: fnn.triplet_margin_loss(a, p, n),
+         args(normal(3, 4), normal(3, 4), normal(3, 4))),
+    Case("triplet_margin_loss", "swap-p1-none", lambda a, p, n: fnn.triplet_margin_loss(
+        a, p, n, margin=2.0, p=1, swap=True, reduction="none"),
+         args(normal(3, 2), normal(3, 2), normal(3, 2))),
+    Case("triplet_margin_with_distance_loss", "",
+         lambda a, p, n: fnn.triplet_margin_with_distance_loss(a, p, n, margin=3.0),
+         args(normal(3, 4), normal(3, 4), normal(3, 4))),
+    Case("gaussian_nll_loss", "", lambda x, t, v: fnn.gaussian_nll_loss(x, t, v),
+         args(normal(2, 3), normal(2, 3), uniform(0.2, 2.0, 2, 3))),
+    Case("gaussian_nll_loss", "short-var-full-sum",
+         lambda x, t, v: fnn.gaussian_nll_loss(x, t, v, full=True, reduction="sum"),
+         args(normal(2, 3), normal(2, 3), uniform(0.2, 2.0, 2))),
+    Case("poisson_nll_loss", "", lambda x, t: fnn.poisson_nll_loss(x, t),
+         args(normal(2, 3), uniform(0.0, 4.0, 2, 3))),
+    Case("poisson_nll_loss", "rates-full-none",
+         lambda x, t: fnn.poisson_nll_loss(x, t, log_input=False, full=True, reduction="none"),
+         lambda rng: (rng.uniform(0.2, 3.0, (2, 3)), away(rng, (2, 3), (1.0,)) ** 2)),
+]
+
+
 CASES: list[Case] = [
     # -- activations -------------------------------------------------------------------------
     act("relu", lambda x: fnn.relu(x), (0.0,)),
@@ -544,6 +704,7 @@ CASES: list[Case] = [
     Case("ctc_loss", "zero_infinity-unbatched-scalars",  # lengths: a Python and a NumPy int
          lambda lp, *, t: fnn.ctc_loss(lp, t, 4, np.int64(2), zero_infinity=True),
          args(normal(4, 3)), dict(t=np.array([1, 2]))),
+    *PORTED_CASES,
 ]
 
 GRAD_CASES = [c for c in CASES if c.op not in NO_GRAD]

@@ -16,18 +16,23 @@ one kernel each on CUDA, with every rule). Conventions shared by all of them:
   ``-logaddexp(0, -x)``, softmax subtracts the (gradient-free) maximum and log_softmax is
   ``x - logsumexp(x)``.
 
+The last group has jax.nn's names and arguments (``squareplus``, ``sparse_plus``,
+``log1mexp``, ``logmeanexp``), so JAX code ports too.
+
 Example:
     >>> import functx.nn as fnn
     >>> fnn.gelu(np.array([-1.0, 0.0, 1.0]), approximate="tanh")
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 
 import functx.numpy as fnp
+from functx.errors import ShapeError
 from functx.nn._util import ArgumentError, array, check_number, check_option, float_array, norm_dim
 from functx.primitives import fused as _fused
 from functx.primitives.elementwise import logistic as _logistic
@@ -35,7 +40,8 @@ from functx.primitives.elementwise import logistic as _logistic
 __all__ = [
     "relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "softplus",
     "softsign", "sigmoid", "hardtanh", "hardswish", "hardsigmoid", "log_sigmoid",
-    "logsigmoid", "softmax", "log_softmax", "glu",
+    "logsigmoid", "softmax", "log_softmax", "glu", "softmin", "tanh", "threshold", "prelu",
+    "squareplus", "sparse_plus", "log1mexp", "logmeanexp",
 ]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -476,3 +482,192 @@ def glu(input: Any, dim: int = -1) -> Any:
                             f"it, but input has shape {tuple(x.shape)}.")
     a, b = fnp.split(x, 2, axis=d)
     return fnp.multiply(a, _logistic(b))
+
+
+def softmin(input: Any, dim: int | None = None, _stacklevel: int = 3,
+            dtype: Any = None) -> Any:
+    """``softmax(-input, dim)``: weights that favour the smallest entries.
+
+    Args:
+        input: an array.
+        dim: the axis to normalise over (None: PyTorch's deprecated implicit choice, as in
+            :func:`softmax`).
+        _stacklevel: accepted for PyTorch compatibility (unused).
+        dtype: if given, ``input`` is cast to this float dtype first.
+
+    Returns:
+        A float array shaped like ``input``, summing to 1 along ``dim``.
+
+    Raises:
+        ArgumentError: ``dim`` out of range, or a non-float ``dtype``.
+
+    Example:
+        >>> fnn.softmin(np.array([0.0, 1.0]), dim=0)   # [0.731..., 0.268...]
+    """
+    x = fnp.negative(_softmax_input("softmin", input, dtype))
+    d = _softmax_dim("softmin", dim, x.ndim)
+    if x.ndim == 0:
+        return fnp.exp(fnp.subtract(x, x))
+    return _fused.softmax(x, axis=d)
+
+
+def tanh(input: Any) -> Any:
+    """The hyperbolic tangent, elementwise.
+
+    Args:
+        input: an array (integers are computed in float64).
+
+    Returns:
+        A float array shaped like ``input``, in ``[-1, 1]``.
+
+    Example:
+        >>> fnn.tanh(np.array([0.0, 100.0]))   # [0., 1.]
+    """
+    return fnp.tanh(float_array(input, "tanh"))
+
+
+def threshold(input: Any, threshold: float, value: float, inplace: bool = False) -> Any:
+    """``input`` where ``input > threshold``, else ``value`` (the gradient is 1 where the
+    input is kept and 0 elsewhere, at ``threshold`` itself too).
+
+    Args:
+        input: an array (any real dtype; the result keeps it, as in PyTorch).
+        threshold: the number to compare against.
+        value: what replaces the entries ``<= threshold``.
+        inplace: accepted for PyTorch compatibility; functx never mutates.
+
+    Returns:
+        An array shaped like ``input``.
+
+    Example:
+        >>> fnn.threshold(np.array([-1.0, 0.5, 2.0]), 1.0, 0.0)   # [0., 0., 2.]
+    """
+    t = check_number("threshold", "threshold", threshold)
+    check_number("threshold", "value", value)
+    x = array(input)
+    return fnp.where(fnp.greater(x, t), x, fnp.full_like(x, value))
+
+
+def prelu(input: Any, weight: Any) -> Any:
+    """``input`` where positive, ``weight * input`` elsewhere, with a learnable slope per
+    channel (dimension 1) or one shared slope.
+
+    Args:
+        input: an array; its channels are dimension 1 (an input of fewer than 2 dimensions
+            has one channel).
+        weight: the slopes: one element (any shape), or shape ``(C,)`` with ``C =
+            input.shape[1]``. Its gradient is the sum of the negative inputs' cotangents
+            times those inputs, per channel.
+
+    Returns:
+        A float array shaped like ``input``.
+
+    Raises:
+        ShapeError: ``weight`` has neither one element nor one per channel.
+
+    Example:
+        >>> fnn.prelu(np.array([[-2.0, 3.0]]), np.array([0.25]))   # [[-0.5, 3.]]
+    """
+    x = float_array(input, "prelu")
+    w = float_array(weight, "prelu", "weight")
+    channels = x.shape[1] if x.ndim >= 2 else 1
+    size = int(np.prod(w.shape))
+    if size == 1:
+        w = fnp.reshape(w, ())
+    elif w.ndim == 1 and size == channels:
+        w = fnp.reshape(w, (channels,) + (1,) * (x.ndim - 2))
+    else:
+        raise ShapeError(f"functx.nn.prelu: weight must have 1 element or one per channel "
+                         f"(input.shape[1] = {channels} for input of shape "
+                         f"{tuple(x.shape)}), but it has shape {tuple(w.shape)}.")
+    return fnp.where(fnp.greater(x, 0), x, fnp.multiply(w, x))
+
+
+def squareplus(x: Any, b: Any = 4) -> Any:
+    """``(x + sqrt(x**2 + b)) / 2``, a smooth ReLU (``jax.nn.squareplus``).
+
+    Args:
+        x: an array.
+        b: the smoothness, a non-negative number or an array broadcasting with ``x``.
+
+    Returns:
+        A float array of the broadcast shape.
+
+    Example:
+        >>> fnn.squareplus(np.array([0.0]))   # [1.]
+    """
+    v = float_array(x, "squareplus", "x")
+    return fnp.divide(fnp.add(v, fnp.sqrt(fnp.add(fnp.multiply(v, v), b))), 2.0)
+
+
+def sparse_plus(x: Any) -> Any:
+    """0 for ``x <= -1``, ``(x + 1)**2 / 4`` in between, ``x`` for ``x >= 1``
+    (``jax.nn.sparse_plus``, smooth and convex).
+
+    Args:
+        x: an array.
+
+    Returns:
+        A float array shaped like ``x``.
+
+    Example:
+        >>> fnn.sparse_plus(np.array([-2.0, 0.0, 2.0]))   # [0., 0.25, 2.]
+    """
+    v = float_array(x, "sparse_plus", "x")
+    middle = fnp.divide(fnp.square(fnp.add(v, 1.0)), 4.0)
+    return fnp.where(fnp.less_equal(v, -1.0), fnp.zeros_like(v),
+                     fnp.where(fnp.greater_equal(v, 1.0), v, middle))
+
+
+_LOG2 = math.log(2.0)
+
+
+def log1mexp(x: Any) -> Any:
+    """``log(1 - exp(-x))`` for ``x >= 0``, accurate everywhere (``jax.nn.log1mexp``):
+    ``log(-expm1(-x))`` below ``log 2`` and ``log1p(-exp(-x))`` above it. NaN for ``x < 0``;
+    ``-inf`` at 0.
+
+    Args:
+        x: an array of non-negative values.
+
+    Returns:
+        A float array shaped like ``x``, ``<= 0``.
+
+    Example:
+        >>> fnn.log1mexp(np.array([1e-20, 50.0]))   # [-46.05..., -1.9e-22]
+    """
+    v = float_array(x, "log1mexp", "x")
+    small = fnp.less(v, _LOG2)
+    # each branch sees arguments on its own side only, so neither makes inf or NaN there
+    lo = fnp.log(fnp.negative(fnp.expm1(fnp.negative(fnp.where(small, v, _LOG2)))))
+    hi = fnp.log1p(fnp.negative(fnp.exp(fnp.negative(fnp.where(small, _LOG2, v)))))
+    return fnp.where(small, lo, hi)
+
+
+def logmeanexp(x: Any, axis: Any = None, where: Any = None, keepdims: bool = False) -> Any:
+    """``log(mean(exp(x)))`` over ``axis``, as ``logsumexp(x) - log(n)``
+    (``jax.nn.logmeanexp``); stable for any ``x``.
+
+    Args:
+        x: an array.
+        axis: None (all axes), an int or a tuple of ints.
+        where: None or a bool array broadcasting to ``x``: only those entries count (``n``
+            is their number).
+        keepdims: keep the reduced axes with size 1.
+
+    Returns:
+        A float array: ``x``'s shape without ``axis``.
+
+    Example:
+        >>> fnn.logmeanexp(np.log(np.array([1.0, 3.0])))   # log(2)
+    """
+    v = float_array(x, "logmeanexp", "x")
+    if where is None:
+        lse = fnp.logsumexp(v, axis=axis, keepdims=keepdims)
+        n = v.size if axis is None else int(np.prod([v.shape[a] for a in (
+            axis if isinstance(axis, (tuple, list)) else (axis,))]))
+        return fnp.subtract(lse, math.log(n) if n else -math.inf)
+    m = fnp.broadcast_to(array(where), tuple(v.shape))
+    lse = fnp.logsumexp(fnp.where(m, v, -np.inf), axis=axis, keepdims=keepdims)
+    n = fnp.sum(fnp.astype(m, v.dtype), axis=axis, keepdims=keepdims)
+    return fnp.subtract(lse, fnp.log(n))

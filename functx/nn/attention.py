@@ -1,5 +1,6 @@
 """``scaled_dot_product_attention``: torch.nn.functional's signature and semantics, plus
-an additive ``bias`` and logit soft-capping.
+an additive ``bias`` and logit soft-capping; and ``dot_product_attention``, jax.nn's
+signature and ``[batch, length, heads, features]`` layout on top of it.
 
 Without dropout (``dropout_p == 0``, the usual case, and evaluation) and for float16,
 float32 and float64 operands, the attention is ONE fused primitive,
@@ -60,22 +61,25 @@ from functx.errors import DTypeError, ShapeError
 from functx.nn._util import ArgumentError, array, check_number, float_array
 from functx.numpy._promotion import is_tracer
 from functx.numpy._shape import on_device_of
-from functx.primitives.attention import dot_product_attention, safe_softmax
+from functx.primitives.attention import dot_product_attention as _fused_attention
+from functx.primitives.attention import safe_softmax
+from functx.primitives.misc import stop_gradient
 from functx.transforms.checkpoint import checkpoint
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "dot_product_attention"]
 
 _FN = "scaled_dot_product_attention"
 
 
-def _check_scores_operand(name: str, a: Any, scores_shape: tuple[int, ...]) -> None:
+def _check_scores_operand(name: str, a: Any, scores_shape: tuple[int, ...],
+                          fn: str = _FN) -> None:
     """``a`` (attn_mask or bias) must broadcast to the scores' shape without growing it."""
     try:
         ok = np.broadcast_shapes(tuple(a.shape), scores_shape) == scores_shape
     except ValueError:
         ok = False
     if not ok:
-        raise ShapeError(f"functx.nn.{_FN}: {name} of shape {tuple(a.shape)} does not "
+        raise ShapeError(f"functx.nn.{fn}: {name} of shape {tuple(a.shape)} does not "
                          f"broadcast to the attention scores' shape {scores_shape} "
                          "(query.shape[:-1] + (key.shape[-2],), batch dimensions broadcast). "
                          f"Pass a {name} of shape (..., L, S).")
@@ -146,8 +150,8 @@ def _fused(q: Any, k: Any, v: Any, mask: Any, b: Any, dtype: np.dtype, factor: f
         else:
             m = fnp.astype(mask, dtype)
         add = m if add is None else fnp.add(add, m)
-    return dot_product_attention(prep(q), prep(k), prep(v), add, scale=factor, causal=causal,
-                                 softcap=cap)
+    return _fused_attention(prep(q), prep(k), prep(v), add, scale=factor, causal=causal,
+                            softcap=cap)
 
 
 def _dropout(probs: Any, p: float, key: Any) -> Any:
@@ -297,3 +301,190 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         with default_device(dev) if dev is not None else contextlib.nullcontext():
             return checkpoint(attend, policy=nothing_saveable, _name=_FN)(q, k, v, extras)
     return attend(q, k, v, extras)
+
+
+# -- jax.nn.dot_product_attention ------------------------------------------------------------
+
+_JAX_FN = "dot_product_attention"
+
+
+def _to_4d(name: str, a: Any) -> Any:
+    if a.ndim > 4:
+        raise ShapeError(f"functx.nn.{_JAX_FN}: {name} must have at most 4 dimensions "
+                         f"(broadcasting to (B, N, T, S)), but it has shape {tuple(a.shape)}.")
+    return fnp.reshape(a, (1,) * (4 - a.ndim) + tuple(a.shape))
+
+
+def _seq_lengths(name: str, a: Any, b: int) -> Any:
+    a = array(a)
+    if np.dtype(a.dtype).kind not in "iu" or tuple(a.shape) != (b,):
+        raise ShapeError(f"functx.nn.{_JAX_FN}: {name} must be an integer array of shape "
+                         f"({b},) (one length per batch element), but it has shape "
+                         f"{tuple(a.shape)} and dtype {a.dtype}.")
+    return a
+
+
+def _jax_mask(q: Any, mask: Any, is_causal: bool, window: tuple | None, q_len: Any,
+              kv_len: Any, T: int, S: int) -> Any:
+    """The combined boolean mask (True = attend) of ``mask``, ``is_causal``, the local
+    window and the sequence lengths, broadcasting to ``(B, N, T, S)``; None if none."""
+    parts = [] if mask is None else [mask]
+    t = np.arange(T)[:, None]
+    s = np.arange(S)[None, :]
+    static = np.ones((T, S), bool)
+    if is_causal:
+        static &= s <= t
+    if window is not None:
+        static &= (t <= s + window[0]) & (t >= s - window[1])
+    if is_causal or window is not None:
+        parts.append(on_device_of(q, static))
+    if q_len is not None:
+        parts.append(fnp.less(on_device_of(q, np.arange(T)).reshape(1, 1, T, 1),
+                              fnp.reshape(q_len, (-1, 1, 1, 1))))
+    if kv_len is not None:
+        parts.append(fnp.less(on_device_of(q, np.arange(S)).reshape(1, 1, 1, S),
+                              fnp.reshape(kv_len, (-1, 1, 1, 1))))
+    if not parts:
+        return None
+    m = parts[0]
+    for p in parts[1:]:
+        m = fnp.logical_and(m, p)
+    return m
+
+
+def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, mask: Any = None,
+                          *, scale: float | None = None, is_causal: bool = False,
+                          query_seq_lengths: Any = None, key_value_seq_lengths: Any = None,
+                          local_window_size: int | tuple[int, int] | None = None,
+                          implementation: str | None = None,
+                          return_residual: bool = False) -> Any:
+    """``jax.nn.dot_product_attention``: ``softmax(scale * q @ k^T + bias, masked) @ v`` per
+    head, in JAX's ``[batch, length, heads, features]`` layout.
+
+    The heads are moved to PyTorch's layout and the work is done by
+    :func:`scaled_dot_product_attention` (the fused primitive where it applies), with
+    grouped-query attention when ``key`` has fewer heads ``K`` than ``query`` (``N``, a
+    multiple of ``K``; query head ``n`` uses key head ``n // (N // K)``). JAX's masking
+    semantics are kept: the masks (``mask``, ``is_causal``, ``local_window_size`` and the
+    sequence lengths) are combined, a query row with no key left attends uniformly to all
+    of them (JAX fills masked logits with a large finite negative number: the output is the
+    mean of ``value``, and no gradient reaches query or key from that row), and query rows
+    past ``query_seq_lengths`` are zero. Unlike JAX, float64 operands are computed in
+    float64 throughout (JAX computes the softmax in float32).
+
+    Args:
+        query: ``(B, T, N, H)`` or unbatched ``(T, N, H)``.
+        key: ``(B, S, K, H)`` (``(S, K, H)``).
+        value: ``(B, S, K, Hv)`` (``(S, K, Hv)``).
+        bias: None or a float array of at most 4 dimensions broadcasting to
+            ``(B, N, T, S)`` (``(N, T, S)`` unbatched), added to the scaled logits.
+        mask: None or a bool array like ``bias``: True where a query may attend a key.
+        scale: the logit scale; None means ``1 / sqrt(H)``.
+        is_causal: keep only keys ``s <= t`` (top-left aligned, as in JAX).
+        query_seq_lengths: None or int ``(B,)``: query rows ``t >= length`` give zeros.
+        key_value_seq_lengths: None or int ``(B,)``: keys ``s >= length`` are masked.
+        local_window_size: None, an int ``w`` or a pair ``(left, right)``: query ``t``
+            attends keys ``t - left <= s <= t + right``.
+        implementation: None, "xla" or "cudnn" (all compute the same here).
+        return_residual: also return the logsumexp of each row's masked logits, shape
+            ``(B, T, N)`` (``(T, N)``), without gradient (as in JAX).
+
+    Returns:
+        Shape ``(B, T, N, Hv)`` (``(T, N, Hv)`` unbatched); with ``return_residual`` a
+        pair ``(output, logsumexp)``.
+
+    Raises:
+        ShapeError: inconsistent ranks, batch sizes, head counts or feature sizes; a bias,
+            mask or sequence lengths of the wrong shape.
+        DTypeError: a non-bool mask or a non-float bias.
+        ArgumentError: a bad ``implementation`` or ``local_window_size``.
+
+    Example:
+        >>> q = k = v = np.random.randn(2, 8, 4, 16)             # (batch, length, heads, dim)
+        >>> fnn.dot_product_attention(q, k, v, is_causal=True).shape   # (2, 8, 4, 16)
+    """
+    if implementation not in (None, "xla", "cudnn"):
+        raise ArgumentError(f"functx.nn.{_JAX_FN}: implementation must be None, 'xla' or "
+                            f"'cudnn', not {implementation!r}.")
+    q = float_array(query, _JAX_FN, "query")
+    k = float_array(key, _JAX_FN, "key")
+    v = float_array(value, _JAX_FN, "value")
+    if q.ndim not in (3, 4) or k.ndim != q.ndim or v.ndim != q.ndim:
+        raise ShapeError(f"functx.nn.{_JAX_FN}: query, key and value must all be 4-d (B, T, "
+                         f"N, H) or all 3-d (T, N, H), but they have shapes {tuple(q.shape)}, "
+                         f"{tuple(k.shape)} and {tuple(v.shape)}.")
+    unbatched = q.ndim == 3
+    if unbatched:
+        q, k, v = (fnp.expand_dims(a, 0) for a in (q, k, v))
+    B, T, N, H = q.shape
+    S, K = k.shape[1], k.shape[2]
+    if k.shape[0] != B or v.shape[0] != B or k.shape[3] != H or tuple(v.shape[1:3]) != (S, K):
+        raise ShapeError(f"functx.nn.{_JAX_FN}: expected query (B, T, N, H), key (B, S, K, H) "
+                         f"and value (B, S, K, Hv), but got shapes {tuple(q.shape)}, "
+                         f"{tuple(k.shape)} and {tuple(v.shape)}.")
+    if K == 0 or N % K:
+        raise ShapeError(f"functx.nn.{_JAX_FN}: the number of query heads ({N}) must be a "
+                         f"multiple of the number of key/value heads ({K}).")
+    scores = (B, N, T, S)
+    m = None
+    if mask is not None:
+        m = array(mask)
+        if np.dtype(m.dtype).kind != "b":
+            raise DTypeError(f"functx.nn.{_JAX_FN}: mask must be a bool array (True = "
+                             f"attend), but it has dtype {m.dtype}; pass an additive mask "
+                             "as bias.")
+        m = _to_4d("mask", m)
+        _check_scores_operand("mask", m, scores, _JAX_FN)
+    b = None
+    if bias is not None:
+        b = array(bias)
+        if np.dtype(b.dtype).kind != "f":
+            raise DTypeError(f"functx.nn.{_JAX_FN}: bias must be a float array, but it has "
+                             f"dtype {b.dtype}.")
+        b = _to_4d("bias", b)
+        _check_scores_operand("bias", b, scores, _JAX_FN)
+    window = None
+    if local_window_size is not None:
+        w = local_window_size
+        window = (w, w) if isinstance(w, (int, np.integer)) else tuple(w)
+        if len(window) != 2 or any(isinstance(x, (bool, np.bool_)) or not isinstance(
+                x, (int, np.integer)) for x in window):
+            raise ArgumentError(f"functx.nn.{_JAX_FN}: local_window_size must be an int or a "
+                                f"pair of ints (left, right), not {local_window_size!r}.")
+    q_len = None if query_seq_lengths is None else _seq_lengths("query_seq_lengths",
+                                                                query_seq_lengths, B)
+    kv_len = None if key_value_seq_lengths is None else _seq_lengths(
+        "key_value_seq_lengths", key_value_seq_lengths, B)
+    only_causal = is_causal and m is None and window is None and q_len is None and \
+        kv_len is None
+    full = None if only_causal else _jax_mask(q, m, is_causal, window, q_len, kv_len, T, S)
+    factor = 1.0 / math.sqrt(H) if scale is None else check_number(_JAX_FN, "scale", scale)
+    qt, kt, vt = (fnp.moveaxis(a, 2, 1) for a in (q, k, v))   # (B, heads, length, dim)
+    out = scaled_dot_product_attention(qt, kt, vt, full, 0.0, bool(only_causal), factor,
+                                       enable_gqa=N != K, bias=b)
+    if full is not None:  # rows with nothing to attend: JAX's uniform average of the values
+        empty = fnp.logical_not(fnp.any(full, axis=-1, keepdims=True))
+        mean_v = fnp.mean(vt, axis=-2, keepdims=True)
+        if N != K:
+            mean_v = fnp.repeat(mean_v, N // K, axis=1)
+        out = fnp.where(empty, mean_v, out)
+    out = fnp.moveaxis(out, 1, 2)   # (B, T, N, Hv)
+    if q_len is not None:
+        rows = fnp.less(on_device_of(q, np.arange(T)).reshape(1, T, 1, 1),
+                        fnp.reshape(q_len, (-1, 1, 1, 1)))
+        out = fnp.where(rows, out, 0.0)
+    if not return_residual:
+        return fnp.squeeze(out, 0) if unbatched else out
+    kr = fnp.repeat(kt, N // K, axis=1) if N != K else kt
+    s = fnp.matmul(fnp.multiply(qt, factor), fnp.swapaxes(kr, -1, -2))
+    if b is not None:
+        s = fnp.add(s, b)
+    if is_causal and full is None:
+        full = _jax_mask(q, None, True, None, None, None, T, S)
+    if full is not None:
+        big = 0.7 * min(float(np.finfo(s.dtype).max), float(np.finfo(np.float32).max))
+        s = fnp.where(full, s, -big)
+    lse = stop_gradient(fnp.moveaxis(fnp.logsumexp(s, axis=-1), 1, 2))   # (B, T, N)
+    if unbatched:
+        return fnp.squeeze(out, 0), fnp.squeeze(lse, 0)
+    return out, lse

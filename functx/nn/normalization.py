@@ -1,5 +1,6 @@
 """Normalisation layers as functions: layer_norm, rms_norm, group_norm, instance_norm,
-batch_norm (torch.nn.functional's names, arguments and defaults).
+batch_norm, local_response_norm, normalize (torch.nn.functional's names, arguments and
+defaults) and standardize (jax.nn's).
 
 Statistics use the biased variance (divide by the count), as in PyTorch; ``eps`` is added
 to the variance before the square root. Centring is two-pass (``mean((x - mean)**2)``).
@@ -35,12 +36,15 @@ import numpy as np
 
 import functx.numpy as fnp
 from functx.errors import ShapeError
-from functx.nn._util import ArgumentError, check_int, check_number, float_array
+from functx.nn._util import (ArgumentError, array, check_int, check_number, check_option,
+                             float_array, norm_dim)
+from functx.nn.distance import vector_norm
 from functx.primitives import elementwise as _ew
 from functx.primitives import fused as _fused
 from functx.primitives.misc import stop_gradient
 
-__all__ = ["layer_norm", "rms_norm", "group_norm", "instance_norm", "batch_norm"]
+__all__ = ["layer_norm", "rms_norm", "group_norm", "instance_norm", "batch_norm",
+           "local_response_norm", "normalize", "standardize"]
 
 
 def _normalized_shape(fn: str, normalized_shape: Any, x: Any) -> tuple[int, ...]:
@@ -340,3 +344,132 @@ def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,
     var_c = fnp.mean(fnp.reshape(fnp.multiply(var, count / (count - 1)), (n, c)), axis=0)
     return (y, _new_running("instance_norm", rm, mean_c, momentum),
             _new_running("instance_norm", rv, var_c, momentum))
+
+
+def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Any:
+    """Divide each element by ``(k + alpha * mean(window of squares))**beta``, the window
+    being ``size`` neighbouring channels (``size // 2`` before, ``(size - 1) // 2`` after,
+    zeros beyond the edges, always divided by ``size``), as in PyTorch (and AlexNet).
+
+    Args:
+        input: shape ``(N, C, *)`` with at least 3 dimensions.
+        size: the number of channels in each window (a positive int).
+        alpha: the multiplicative factor.
+        beta: the exponent.
+        k: the additive constant.
+
+    Returns:
+        A float array shaped like ``input``.
+
+    Raises:
+        ShapeError: fewer than 3 dimensions.
+        ArgumentError: ``size`` is not a positive int.
+
+    Example:
+        >>> fnn.local_response_norm(np.ones((1, 4, 2, 2)), 2).shape   # (1, 4, 2, 2)
+    """
+    fn = "local_response_norm"
+    x = float_array(input, fn)
+    n = check_int(fn, "size", size, lo=1)
+    a, b, kk = (check_number(fn, name, v) for name, v in (("alpha", alpha), ("beta", beta),
+                                                           ("k", k)))
+    if x.ndim < 3:
+        raise ShapeError(f"functx.nn.{fn}: expected an input of 3 or more dimensions (N, C, "
+                         f"*), but it has shape {tuple(x.shape)}.")
+    if x.size == 0:
+        return x
+    c = x.shape[1]
+    widths = [(0, 0)] * x.ndim
+    widths[1] = (n // 2, (n - 1) // 2)
+    sq = fnp.pad(fnp.multiply(x, x), widths)
+    total = sq[:, 0:c]
+    for i in range(1, n):
+        total = fnp.add(total, sq[:, i:i + c])
+    div = fnp.power(fnp.add(fnp.multiply(fnp.divide(total, float(n)), a), kk), b)
+    return fnp.divide(x, div)
+
+
+def normalize(input: Any, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Any = None) -> Any:
+    """``input / max(norm_p(input, dim), eps)``: unit ``p``-norm vectors along ``dim``.
+
+    The norm is ``torch.linalg.vector_norm``'s (see functx.nn.distance); below ``eps`` the
+    clamp takes over and no gradient flows through the norm (as in PyTorch).
+
+    Args:
+        input: an array (at least 1-d).
+        p: the order of the norm (``inf`` allowed).
+        dim: the axis of the vectors.
+        eps: the smallest norm divided by.
+        out: must be None: functx never writes into an existing array (use the result).
+
+    Returns:
+        A float array shaped like ``input``.
+
+    Raises:
+        ArgumentError: ``dim`` out of range, a bad ``p``/``eps``, or ``out`` given.
+
+    Example:
+        >>> fnn.normalize(np.array([[3.0, 4.0]]))   # [[0.6, 0.8]]
+    """
+    fn = "normalize"
+    if out is not None:
+        raise ArgumentError(f"functx.nn.{fn}: out= is not supported: functx arrays are "
+                            "immutable; use the returned array instead.")
+    x = float_array(input, fn)
+    pv = check_number(fn, "p", p)
+    e = check_number(fn, "eps", eps)
+    if x.ndim == 0:
+        raise ArgumentError(f"functx.nn.{fn}: input must have at least 1 dimension, but it "
+                            "is 0-d.")
+    d = norm_dim(fn, dim, x.ndim)
+    nrm = vector_norm(x, pv, d, keepdims=True)
+    return fnp.divide(x, fnp.where(fnp.less(nrm, e), e, nrm))
+
+
+def standardize(x: Any, axis: Any = -1, mean: Any = None, variance: Any = None,
+                epsilon: float = 1e-5, where: Any = None, *, algorithm: str = "fast") -> Any:
+    """``(x - mean) / sqrt(variance + epsilon)`` over ``axis`` (``jax.nn.standardize``).
+
+    Args:
+        x: an array.
+        axis: an int, a tuple of ints or None (all axes).
+        mean: None (``x``'s mean over ``axis``, kept dims) or an array broadcasting to ``x``.
+        variance: None or an array broadcasting to ``x``. If None: with
+            ``algorithm="fast"`` (JAX's default) ``mean(x**2) - mean**2`` clipped at 0,
+            with ``"stable"`` the two-pass ``mean((x - mean)**2)``.
+        epsilon: added to the variance.
+        where: None or a bool array broadcasting to ``x``: only those entries enter the
+            mean and variance.
+        algorithm: "fast" or "stable" (see ``variance``).
+
+    Returns:
+        A float array shaped like ``x``.
+
+    Raises:
+        ArgumentError: a bad ``algorithm``.
+
+    Example:
+        >>> fnn.standardize(np.array([1.0, 3.0]))   # [-1., 1.] (nearly)
+    """
+    check_option("standardize", "algorithm", algorithm, ("fast", "stable"))
+    v = float_array(x, "standardize", "x")
+    m = None if where is None else fnp.broadcast_to(array(where), tuple(v.shape))
+
+    def avg(a: Any) -> Any:
+        if m is None:
+            return fnp.mean(a, axis=axis, keepdims=True)
+        total = fnp.sum(fnp.where(m, a, 0.0), axis=axis, keepdims=True)
+        return fnp.divide(total, fnp.sum(fnp.astype(m, v.dtype), axis=axis, keepdims=True))
+
+    if mean is None:
+        mean = avg(v)
+    if variance is None:
+        if algorithm == "stable":
+            d = fnp.subtract(v, mean)
+            variance = avg(fnp.multiply(d, d))
+        else:
+            variance = fnp.maximum(fnp.subtract(avg(fnp.multiply(v, v)),
+                                                fnp.multiply(mean, mean)), 0.0)
+    return fnp.divide(fnp.subtract(v, mean), fnp.sqrt(fnp.add(variance, epsilon)))

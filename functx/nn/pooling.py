@@ -1,8 +1,10 @@
 """Pooling with torch.nn.functional's names, arguments and defaults.
 
 ``avg_pool1d/2d/3d``, ``max_pool1d/2d/3d`` (with ``return_indices``, ``dilation``,
-``ceil_mode``), ``adaptive_avg_pool1d/2d/3d`` and ``adaptive_max_pool1d/2d/3d``. Inputs are
-``[N, C, *spatial]`` or unbatched ``[C, *spatial]``.
+``ceil_mode``), ``adaptive_avg_pool1d/2d/3d``, ``adaptive_max_pool1d/2d/3d`` and
+``lp_pool1d/2d/3d`` (PyTorch's formula on top of average pooling). Inputs are
+``[N, C, *spatial]`` or unbatched ``[C, *spatial]``. (``max_unpool1d/2d/3d`` are in
+functx.nn.unpool.)
 
 Every function is a composite of primitives (a pad, strided slices or a reshape to gather
 the windows, then a reduction; adaptive average pooling multiplies by averaging matrices),
@@ -38,7 +40,8 @@ from functx.primitives.misc import stop_gradient
 
 __all__ = ["avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
            "max_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"]
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "lp_pool1d",
+           "lp_pool2d", "lp_pool3d"]
 
 
 def _float_input(fn: str, input: Any, nd: int) -> tuple[Any, bool]:
@@ -498,3 +501,81 @@ def adaptive_max_pool3d(input: Any, output_size: Any, return_indices: bool = Fal
         >>> adaptive_max_pool3d(np.ones((1, 1, 4, 5, 6)), 2).shape   # (1, 1, 2, 2, 2)
     """
     return _adaptive_max("adaptive_max_pool3d", 3, input, output_size, return_indices)
+
+
+# -- power-average pooling -------------------------------------------------------------------
+
+def _lp_pool(fn: str, nd: int, input: Any, norm_type: Any, kernel_size: Any, stride: Any,
+             ceil_mode: Any) -> Any:
+    if isinstance(norm_type, (bool, np.bool_)) or not isinstance(norm_type, (int, float,
+                                                                              np.number)):
+        raise ArgumentError(f"functx.nn.{fn}: norm_type must be a number, but got "
+                            f"{norm_type!r}.")
+    p = float(norm_type)
+    if p == 0.0:
+        raise ArgumentError(f"functx.nn.{fn}: norm_type must be non-zero (the result is "
+                            "raised to 1 / norm_type).")
+    x = array(input)
+    pools = {1: max_pool1d, 2: max_pool2d, 3: max_pool3d}
+    if p == math.inf:
+        return pools[nd](fnp.abs(x), kernel_size, stride, 0, 1, ceil_mode)
+    if p == -math.inf:
+        return fnp.negative(pools[nd](fnp.negative(fnp.abs(x)), kernel_size, stride, 0, 1,
+                                      ceil_mode))
+    avg = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}[nd]
+    out = avg(fnp.power(x, p), kernel_size, stride, 0, ceil_mode)
+    area = math.prod(ntuple(fn, "kernel_size", kernel_size, nd, 1))
+    # PyTorch's sign(out) * relu(|out|): out itself, with gradient 0 where out == 0
+    out = fnp.multiply(fnp.sign(out), fnp.abs(out))
+    return fnp.power(fnp.multiply(out, float(area)), 1.0 / p)
+
+
+def lp_pool1d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Any:
+    """1-d power-average pooling, as ``torch.nn.functional.lp_pool1d``:
+    ``sum(x**p over the window) ** (1/p)``, computed as PyTorch does from
+    :func:`avg_pool1d` of ``input**norm_type`` (times the window size). ``norm_type=inf``
+    is max pooling of ``|input|``; ``-inf`` the minimum of ``|input|``.
+
+    Args:
+        input: ``[N, C, L]`` or unbatched ``[C, L]``, real floating-point (non-integer
+            ``norm_type`` needs non-negative values, else NaN as in PyTorch).
+        norm_type: ``p``, a non-zero number (``inf``/``-inf`` allowed).
+        kernel_size: window size.
+        stride: window step; None (the default) means ``kernel_size``.
+        ceil_mode: round the output size up (see :func:`max_pool1d`).
+
+    Returns:
+        ``[N, C, L_out]``.
+
+    Raises:
+        ArgumentError: a bad ``norm_type`` or window arguments.
+        ShapeError: the input rank, or an output size below 1.
+        DTypeError: a non-float input.
+
+    Example:
+        >>> lp_pool1d(np.array([[[3.0, 4.0]]]), 2, 2)   # [[[5.]]]
+    """
+    return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Any:
+    """2-d power-average pooling, as ``torch.nn.functional.lp_pool2d``; see
+    :func:`lp_pool1d`.
+
+    Example:
+        >>> lp_pool2d(np.ones((1, 3, 4, 4)), 2, 2)   # all 2.
+    """
+    return _lp_pool("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Any:
+    """3-d power-average pooling, as ``torch.nn.functional.lp_pool3d``; see
+    :func:`lp_pool1d`.
+
+    Example:
+        >>> lp_pool3d(np.ones((1, 1, 2, 2, 2)), 1, 2)   # [[[[[8.]]]]]
+    """
+    return _lp_pool("lp_pool3d", 3, input, norm_type, kernel_size, stride, ceil_mode)

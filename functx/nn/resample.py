@@ -3,7 +3,7 @@
 ``interpolate`` (and the deprecated ``upsample``, ``upsample_nearest``,
 ``upsample_bilinear``) resizes ``[N, C, *spatial]`` inputs on a regular grid;
 ``grid_sample`` reads an input at arbitrary points given by a grid of normalised
-coordinates. Both are composites of functx operations (gathers, ``floor``, ``where``,
+coordinates, and ``affine_grid`` makes such a grid from a batch of affine matrices. Both are composites of functx operations (gathers, ``floor``, ``where``,
 arithmetic), so ``grad``, ``vjp``, ``jvp`` and ``vmap`` work through them; ``grid_sample``
 has gradients with respect to the input and to the grid.
 
@@ -35,7 +35,8 @@ from functx.nn._util import ArgumentError, array, check_option
 from functx.nn.conv import float_operands
 from functx.numpy._shape import on_device_of
 
-__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample"]
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "grid_sample",
+           "affine_grid"]
 
 _INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear",
                  "area")
@@ -592,3 +593,72 @@ def grid_sample(input: Any, grid: Any, mode: str = "bilinear", padding_mode: str
                        sizes[k], mode, padding_mode, bool(align_corners)) for k in range(d)]
     return fnp.moveaxis(_sample(table, base, taps, sizes), -1, 1)
 
+
+
+# -- affine_grid ------------------------------------------------------------------------------
+
+def _base_coords(n: int, align_corners: bool) -> np.ndarray:
+    """PyTorch's ``linspace_from_neg_one``: the normalised pixel centres along one axis."""
+    if n <= 1:
+        return np.zeros(max(n, 0))
+    c = np.linspace(-1.0, 1.0, n)
+    return c if align_corners else c * (n - 1) / n
+
+
+def affine_grid(theta: Any, size: Sequence[int], align_corners: bool | None = None) -> Any:
+    """The sampling grid of a batch of affine transforms, for :func:`grid_sample`.
+
+    Each output point's normalised coordinates ``(x, y[, z], 1)`` (``x`` along the last
+    axis; ``-1`` and ``1`` are the corner pixels' centres with ``align_corners``, their
+    outer edges without) are multiplied by ``theta``: ``grid[n, ..., :] = theta[n] @ (x, y,
+    [z,] 1)``. Differentiable with respect to ``theta``.
+
+    Args:
+        theta: float, ``(N, 2, 3)`` for 2-d or ``(N, 3, 4)`` for 3-d transforms.
+        size: the output's size ``(N, C, H, W)`` or ``(N, C, D, H, W)``.
+        align_corners: as in :func:`grid_sample`; None means False, with PyTorch's warning.
+
+    Returns:
+        ``(N, H, W, 2)`` or ``(N, D, H, W, 3)``, theta's dtype.
+
+    Raises:
+        DTypeError: a non-float ``theta``.
+        ShapeError: ``theta``'s shape does not fit ``size``.
+        ArgumentError: ``size`` of another length, or a size <= 0.
+
+    Example:
+        >>> theta = np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])   # the identity
+        >>> fnn.affine_grid(theta, (1, 3, 4, 4), align_corners=False).shape   # (1, 4, 4, 2)
+    """
+    fn = "affine_grid"
+    if align_corners is None:
+        warnings.warn("functx.nn.affine_grid: align_corners=None means False (PyTorch's "
+                      "default since 1.3.0); pass align_corners explicitly.", stacklevel=2)
+        align_corners = False
+    t = array(theta)
+    if np.dtype(t.dtype).kind != "f":
+        raise DTypeError(f"functx.nn.{fn}: theta must be a floating-point array, but it has "
+                         f"dtype {t.dtype}.")
+    size = tuple(int(v) for v in size)
+    if len(size) not in (4, 5):
+        raise ArgumentError(f"functx.nn.{fn}: size must be (N, C, H, W) for 2-d or (N, C, D, "
+                            f"H, W) for 3-d transforms, but got {size}.")
+    nd = len(size) - 2
+    want = (size[0], nd, nd + 1)
+    if tuple(t.shape) != want:
+        raise ShapeError(f"functx.nn.{fn}: for size {size} theta must have shape {want} (a "
+                         f"batch of {nd}-d affine matrices), but it has shape "
+                         f"{tuple(t.shape)}.")
+    spatial = size[2:]
+    if align_corners and min(spatial) == 1:
+        warnings.warn("functx.nn.affine_grid: a unit-size grid with align_corners=True is not "
+                      "an intended use (as PyTorch warns); its coordinate is 0.", stacklevel=2)
+    elif min(size) <= 0:
+        raise ArgumentError(f"functx.nn.{fn}: expected a positive output size, but got "
+                            f"{size}.")
+    axes = [_base_coords(n, bool(align_corners)) for n in spatial]
+    mesh = np.meshgrid(*axes, indexing="ij")  # (D,) H, W arrays of z, y, x
+    base = np.stack(list(mesh[::-1]) + [np.ones(spatial)], axis=-1).reshape(-1, nd + 1)
+    base = on_device_of(t, base.astype(t.dtype))
+    grid = fnp.matmul(base, fnp.swapaxes(t, -1, -2))   # (N, points, nd)
+    return fnp.reshape(grid, (size[0],) + tuple(spatial) + (nd,))
