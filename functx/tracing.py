@@ -25,7 +25,6 @@ trace). Abstract tracing always checks shapes and dtypes at trace time.
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any, Callable, Collection, NamedTuple, Sequence
 
@@ -551,18 +550,6 @@ def _check_against_abstract_eval(prim: Primitive, args: tuple, params: dict, out
 # The transform preamble (trace_function), make_trace and eval_shape
 
 
-def trace_flat(f: Callable, in_avals: Sequence[Any], transform: str) -> tuple[Trace, list]:
-    """Trace ``f(*flat_inputs)`` abstractly. Returns the trace and the raw outputs.
-
-    ``f`` takes one tracer per entry of ``in_avals`` and returns a flat list of outputs.
-    """
-    with TraceBuilder(transform) as builder:
-        tracers = [builder.new_input(a) for a in in_avals]
-        outs = list(f(*tracers))
-        trace = builder.build(outs)
-    return trace, outs
-
-
 def split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int], tuple]:
     """``(positions of the dynamic arguments, the dynamic arguments)``: ``args`` without the
     positions in ``static_argnums`` (taken modulo ``len(args)``, so negative ones count from
@@ -673,10 +660,16 @@ def trace_function(f: Callable, args: tuple, kwargs: dict, where: str, *,
         return [check_leaf(x, where, "the function's output") for x in out_leaves]
 
     avals = flat.leaves if in_avals is None else in_avals
-    scope = backends.inputs_device_scope(flat.leaves) if device_scope \
-        else contextlib.nullcontext()
-    with scope:
-        trace, _ = trace_flat(flat_f, avals, where)
+    # The builder is entered here, not in a helper: each frame between the user's code and
+    # an equation costs user_source a step for every equation recorded from a transform's
+    # own code (a backward pass inside vmap).
+    builder = TraceBuilder(where)
+    if device_scope:
+        with backends.inputs_device_scope(flat.leaves), builder:
+            trace = builder.build(flat_f(*[builder.new_input(a) for a in avals]))
+    else:
+        with builder:
+            trace = builder.build(flat_f(*[builder.new_input(a) for a in avals]))
     return trace, out_tree_box[0], flat
 
 

@@ -211,20 +211,6 @@ def _reaches(trace: Trace, eqn_index: int) -> bool:
     return any(type(a) is Var and a in live for a in trace.eqns[eqn_index].inputs)
 
 
-def _call_vjp(eqn: Any, ct: Any, ins: tuple, out: Any, targets: tuple) -> tuple:
-    """Call ``eqn``'s VJP rule (telling a selective one which inputs need a cotangent)."""
-    prim = eqn.prim
-    if prim.vjp is None:
-        raise MissingRuleError(
-            f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
-            f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs in "
-            "functx.stop_gradient if no gradient should flow through it.")
-    if prim.vjp_selective:
-        return prim.vjp(ct, ins, out, needs=tuple([t is not None for t in targets]),
-                        **eqn.params)
-    return prim.vjp(ct, ins, out, **eqn.params)
-
-
 def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
                   consume: bool = False) -> list:
     """Cotangents of ``trace``'s inputs given cotangents of its outputs.
@@ -264,9 +250,21 @@ def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
         if prim.multiple_results and not prim.none_cts:
             some = next(c for c in ct if c is not None)
             ct = [c if c is not None else zeros(v.aval, some) for c, v in zip(ct, eqn.outputs)]
-        if prim.has_zero_vjp or (prim.vjp is None and not _reaches(trace, k)):
+        vjp = prim.vjp
+        if vjp is None:
+            if prim.has_zero_vjp or not _reaches(trace, k):
+                return None
+            raise MissingRuleError(
+                f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
+                f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs "
+                "in functx.stop_gradient if no gradient should flow through it.")
+        if prim.has_zero_vjp:
             return None
-        return targets, _call_vjp(eqn, ct, ins, out, targets)
+        # (the VJP rule is called here, not in a helper: see walk_reverse's docstring)
+        if prim.vjp_selective:
+            return targets, vjp(ct, ins, out, needs=tuple([t is not None for t in targets]),
+                                **eqn.params)
+        return targets, vjp(ct, ins, out, **eqn.params)
 
     walk_reverse(trace, cts, rule, add)
     return [cts.get(v) for v in trace.in_vars]

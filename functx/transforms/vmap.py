@@ -209,7 +209,7 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
     def rule(eqn: Any, ins: list) -> Any:
         xs, ds = zip(*ins) if ins else ((), ())
         prim = eqn.prim
-        if all(d is None for d in ds):
+        if ds.count(None) == len(ds):  # no batched input
             out = bind(prim, *xs, **eqn.params)
             if prim.multiple_results:
                 return [(o, None) for o in out]
