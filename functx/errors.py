@@ -141,3 +141,14 @@ class ArgumentError(FunctxError, ValueError):
     index out of range. It is a ``ValueError`` too, so code written for PyTorch's
     ``ValueError``/``RuntimeError`` checks can catch it as ``ValueError``.
     """
+
+
+class ArgumentTypeError(FunctxError, TypeError):
+    """A transform or a ``functx.numpy`` function got an argument of the wrong kind.
+
+    For example a function that is not callable (``fx.vmap(3)``), ``static_argnums`` or an
+    ``axis`` that is not an int, argument numbers that repeat or do not exist in the call,
+    or ``static_argnames`` the function does not take. It is raised by the call that made
+    the mistake and names the argument. (``grad``, ``vjp``, ``jvp`` and the Jacobians raise
+    :class:`GradError` for the same mistakes.)
+    """

@@ -26,6 +26,7 @@ trace). Abstract tracing always checks shapes and dtypes at trace time.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any, Callable, Collection, NamedTuple, Sequence
 
 import numpy as np
@@ -562,16 +563,32 @@ def split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int],
     return dyn_idx, tuple(args[i] for i in dyn_idx)
 
 
-def check_leaf(x: Any, fname: str, where: str) -> Any:
+def not_an_array_advice(x: Any, output: bool) -> str:
+    """What to do about a leaf ``x`` that is not an array, for error messages: an argument
+    (``output=False``) or part of a transformed function's result (``output=True``)."""
+    if isinstance(x, Iterator):  # a generator, map, zip...: lazy, so no leaves to look at
+        what = "returned" if output else "was passed"
+        fix = ("return a tuple or list instead, e.g. tuple(g(x) for x in xs)" if output else
+               "pass a tuple or list instead, e.g. tuple(xs)")
+        return (f"A {type(x).__name__} (a lazy iterator, such as a generator expression or "
+                f"a function with `yield`) {what} where arrays or a pytree of arrays (tuples, "
+                f"lists, dicts) are needed, and functx cannot look inside it: {fix}.")
+    if output:
+        return ("Return arrays (or pytrees of them: tuples, lists, dicts of arrays); keep "
+                "other values outside the transformed function.")
+    return "Pass arrays (or Python scalars), or mark the argument static with static_argnums."
+
+
+def check_leaf(x: Any, fname: str, where: str, output: bool = False) -> Any:
     """``x`` if it is an array leaf (an array, a tracer, an abstract value or a Python
-    scalar); else a FunctxError naming ``fname`` and ``where`` the leaf is."""
+    scalar); else a FunctxError naming ``fname`` and ``where`` the leaf is (``output``: the
+    leaf is part of the function's result)."""
     if isinstance(x, (Tracer, AbstractArray, np.ndarray, np.generic, bool, int, float, complex)):
         return x
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return x
     raise FunctxError(f"{fname}: {where} contains a {type(x).__name__} ({x!r:.60}), which is "
-                      "not an array. Pass arrays (or Python scalars), or mark the argument "
-                      "static with static_argnums.")
+                      f"not an array. {not_an_array_advice(x, output)}")
 
 
 class FlatArgs(NamedTuple):
@@ -657,7 +674,7 @@ def trace_function(f: Callable, args: tuple, kwargs: dict, where: str, *,
             full[i] = a
         out_leaves, out_tree = tree.flatten(f(*full, **static_kwargs, **d_kwargs))
         out_tree_box.append(out_tree)
-        return [check_leaf(x, where, "the function's output") for x in out_leaves]
+        return [check_leaf(x, where, "the function's output", output=True) for x in out_leaves]
 
     avals = flat.leaves if in_avals is None else in_avals
     # The builder is entered here, not in a helper: each frame between the user's code and

@@ -642,7 +642,7 @@ def test_checkpoint_sequential(n: int, segments: int) -> None:
 
 def test_errors() -> None:
     x = np.ones(3)
-    with pytest.raises(TypeError, match="checkpoint takes a function"):
+    with pytest.raises(fx.FunctxError, match="checkpoint needs a callable"):
         fx.checkpoint(3)
     with pytest.raises(TypeError, match="policy must be a function"):
         fx.checkpoint(fnp.sin, policy="dots")

@@ -29,6 +29,7 @@ import numpy as np
 
 from functx.backends import backend_of
 from functx.errors import ConcretizationError, ShapeError
+from functx.numpy._axes import axis_tuple, norm_axes, norm_axis
 from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer, result_type
 from functx.primitives import _util
 from functx.primitives import elementwise as _ew
@@ -60,22 +61,6 @@ def as_array(x: Any) -> Any:
 def unchanged(x: Any) -> Any:
     """``x`` itself for a tracer; a read-only view for an array (a no-op result)."""
     return x if is_tracer(x) else _p.reshape(x, x.shape)
-
-
-def norm_axis(axis: Any, ndim: int, name: str) -> int:
-    """One axis made non-negative (negative axes count from the end).
-
-    Raises:
-        ShapeError: the axis is out of range (a ValueError, as NumPy's AxisError is).
-    """
-    return _util.normalize_axes(f"functx.numpy.{name}", (operator.index(axis),), ndim)[0]
-
-
-def norm_axes(axis: Any, ndim: int, name: str) -> tuple[int, ...]:
-    """An int or sequence of ints made non-negative, checked distinct and in range."""
-    axes = (axis,) if _is_int(axis) else tuple(axis)
-    return _util.normalize_axes(f"functx.numpy.{name}",
-                                tuple(operator.index(a) for a in axes), ndim)
 
 
 def static_ints(x: Any, what: str) -> np.ndarray:
@@ -119,10 +104,6 @@ def to_host(v: Any) -> np.ndarray:
     """``v`` (an array of any backend, or array-like) as a NumPy array."""
     b = backend_of(v)
     return np.asarray(v) if b is None else np.asarray(b.to_host(v))
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
 def on_device_of(like: Any, host: np.ndarray) -> Any:
@@ -291,7 +272,7 @@ def squeeze(a: Any, axis: Any = None) -> Any:
 def expand_dims(a: Any, axis: Any) -> Any:
     """``a`` with size-1 axes inserted at the ``axis`` positions of the result."""
     a = as_array(a)
-    axes = (axis,) if _is_int(axis) else tuple(axis)
+    axes = axis_tuple(axis, "expand_dims")
     dims = tuple(sorted(norm_axes(axes, len(a.shape) + len(axes), "expand_dims")))
     return _p.expand_dims(a, dims) if dims else unchanged(a)
 

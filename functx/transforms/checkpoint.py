@@ -67,6 +67,7 @@ from functx.ir import AbstractArray, Trace, Var
 from functx.primitives.checkpoint import name_p
 from functx.registry import Primitive
 from functx.tracing import INEXACT_DTYPES, bind, trace_function, user_source
+from functx.transforms._args import check_callable
 from functx.transforms.interpret import eval_trace, walk
 from functx.transforms.jvp import jvp
 from functx.transforms.reverse import ConcreteTraceBuilder, backward_pass, vjp_record
@@ -372,6 +373,7 @@ def checkpoint(f: Callable, *, policy: Callable | None = None,
         A function with ``f``'s signature and results.
 
     Raises:
+        ArgumentTypeError: ``f`` is not callable (raised by ``checkpoint`` itself).
         FunctxError: an argument or output is not an array, or a static argument number is
             out of range; ConcretizationError: ``f`` needs the value of a traced argument.
 
@@ -379,8 +381,7 @@ def checkpoint(f: Callable, *, policy: Callable | None = None,
         >>> block = fx.checkpoint(lambda w, x: fnp.tanh(x @ w) + x)
         >>> g = fx.grad(lambda w, x: block(w, x).sum())(w, x)   # block recomputed
     """
-    if not callable(f):
-        raise TypeError(f"checkpoint takes a function, not a {type(f).__name__} ({f!r:.40}).")
+    check_callable(f, "checkpoint")
     if policy is None:
         policy = nothing_saveable
     if not callable(policy):

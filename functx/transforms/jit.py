@@ -17,10 +17,17 @@ As in JAX, the traced function must be pure: Python side effects run once per si
 arrays it closes over are captured as constants when it is traced (later changes to a
 global are not seen), and Python control flow on argument values needs ``static_argnums``
 or ``functx.numpy.where``.
+
+Each jitted function keeps at most :data:`CACHE_SIZE` signatures (64 by default), evicting
+the least recently used one: a function called with ever new shapes keeps bounded memory
+(JAX bounds its compilation cache too). Set ``functx.transforms.jit.CACHE_SIZE`` before the
+calls to change it for every jitted function.
 """
 from __future__ import annotations
 
 import functools
+import inspect
+from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -28,18 +35,18 @@ import numpy as np
 from functx import tracing, tree
 from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
                              get_default_device)
-from functx.errors import FunctxError
+from functx.errors import ArgumentTypeError, FunctxError
 from functx.ir import Literal, Trace, abstractify
 from functx.tracing import FlatArgs, Tracer, bind, flatten_args, trace_function
+from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
 from functx.transforms.interpret import eval_trace, prune_with_last_uses, walk
 
-__all__ = ["jit"]
+__all__ = ["jit", "CACHE_SIZE"]
 
-
-def _as_tuple(x: int | str | Sequence | None) -> tuple:
-    if x is None:
-        return ()
-    return (x,) if isinstance(x, (int, str)) else tuple(x)
+# The most signatures (traces) one jitted function keeps; the least recently used one is
+# evicted beyond it. Read at every new signature, so changing it affects existing jitted
+# functions from their next trace on.
+CACHE_SIZE = 64
 
 
 class _Compiled:
@@ -148,6 +155,58 @@ def _plan(trace: Trace, dying: list, backend: Any) -> tuple | bool:
     return template, steps, tuple(out_slots)
 
 
+def _static_spec(f: Callable, fname: str, static_argnums: Any, static_argnames: Any
+                 ) -> tuple[tuple[int, ...], frozenset, frozenset]:
+    """``(static positions, static names, positions that may come by keyword)`` of ``jit``.
+
+    As in JAX, when only one of ``static_argnums``/``static_argnames`` is given, the other
+    is inferred from ``f``'s signature (an argument marked static by position is static by
+    name too, and the reverse), and both are checked against the signature where Python
+    can tell it.
+
+    Raises:
+        ArgumentTypeError: a position is not an int, a name is not a string, a position is
+            beyond the parameters of a function without ``*args``, or a name is not a
+            parameter of a function without ``**kwargs``.
+    """
+    nums = tuple(dict.fromkeys(index_tuple(static_argnums, "static_argnums", fname)))
+    names = name_tuple(static_argnames, "static_argnames", fname)
+    sig = signature_of(f)
+    if sig is None:
+        return nums, frozenset(names), frozenset()
+    params = list(sig.parameters.values())
+    kinds = inspect.Parameter
+    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY,
+                                                  kinds.POSITIONAL_OR_KEYWORD)]
+    if not any(p.kind is kinds.VAR_POSITIONAL for p in params):
+        for i in nums:
+            if not -len(positional) <= i < len(positional):
+                raise ArgumentTypeError(
+                    f"{fname}: static_argnums={static_argnums} but the function takes "
+                    f"{len(positional)} positional argument(s) "
+                    f"({', '.join(p.name for p in positional) or 'none'}), so there is no "
+                    f"argument {i}. Fix static_argnums.")
+    if not any(p.kind is kinds.VAR_KEYWORD for p in params):
+        by_name = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD,
+                                                        kinds.KEYWORD_ONLY)}
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ArgumentTypeError(
+                f"{fname}: static_argnames={static_argnames!r} names "
+                f"{', '.join(map(repr, unknown))}, which the function does not take as a "
+                f"keyword argument (its parameters: {', '.join(p.name for p in params)}). "
+                "Fix static_argnames.")
+    both = bool(nums) and bool(names)
+    named = {i: p.name for i, p in enumerate(positional)
+             if p.kind is kinds.POSITIONAL_OR_KEYWORD}
+    if nums and not both:  # infer the names of the static positions
+        names = names + tuple(named[i] for i in nums if i in named)
+    elif names and not both:  # infer the positions of the static names
+        nums = nums + tuple(i for i, n in named.items() if n in names)
+    by_keyword = frozenset(i for i in nums if named.get(i) in names)
+    return nums, frozenset(names), by_keyword
+
+
 def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = ()) -> Callable:
     """Cache the trace of ``f`` per argument signature and replay it on later calls.
@@ -157,13 +216,20 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         static_argnums: positions of arguments passed to ``f`` as they are (not traced):
             Python values that steer control flow, shapes, flags. They must be hashable;
             each distinct value is a new signature (a new trace).
-        static_argnames: the same for keyword arguments, by name.
+        static_argnames: the same for keyword arguments, by name. As in JAX, when only
+            one of the two is given the other is inferred from ``f``'s signature, so a
+            static argument may be passed by position or by name.
 
     Returns:
         A function with ``f``'s signature and results. ``.cache_size()`` tells how many
-        signatures are cached and ``.clear_cache()`` empties the cache.
+        signatures are cached (at most :data:`CACHE_SIZE`, least recently used evicted
+        first) and ``.clear_cache()`` empties the cache.
 
     Raises:
+        ArgumentTypeError: ``f`` is not callable, ``static_argnums`` is not ints,
+            ``static_argnames`` not strings, or either names an argument ``f`` does not
+            take (when ``jit`` is called, where the signature tells); at a call, a static
+            position beyond the positional arguments passed.
         FunctxError: a static argument is not hashable, or an argument is not an array.
         ConcretizationError: ``f`` needs the value of a traced argument (Python control
             flow on it): make that argument static, or use ``functx.numpy.where``.
@@ -173,15 +239,27 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         >>> g = step(params, x, y)       # traced and cached
         >>> g = step(params, x2, y2)     # same shapes and dtypes: replayed, no tracing
     """
-    nums = tuple(int(i) for i in _as_tuple(static_argnums))
-    names = frozenset(_as_tuple(static_argnames))
     fname = f"jit({getattr(f, '__name__', 'f')})"
-    cache: dict[Any, _Compiled] = {}
+    check_callable(f, "jit")
+    nums, names, by_keyword = _static_spec(f, fname, static_argnums, static_argnames)
+    cache: OrderedDict[Any, _Compiled] = OrderedDict()
+
+    def static_positions(n: int) -> set[int]:
+        pos = set()
+        for i in nums:
+            if -n <= i < n:
+                pos.add(i % n)
+            elif i not in by_keyword:  # (a static parameter may come by keyword instead)
+                raise ArgumentTypeError(
+                    f"{fname}: static_argnums={static_argnums} but the function was called "
+                    f"with {n} positional argument(s), so argument {i} is missing. Pass "
+                    "static arguments positionally, or fix static_argnums.")
+        return pos
 
     @functools.wraps(f)
     def jitted(*args: Any, **kwargs: Any) -> Any:
         n = len(args)
-        static_pos = {i % n for i in nums if -n <= i < n}
+        static_pos = static_positions(n) if nums else set()
         flat = flatten_args(args, kwargs, fname, static_pos, names)
         leaves = flat.leaves
         static = (tuple((i, args[i]) for i in sorted(static_pos)),
@@ -199,6 +277,10 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
             compiled = _compile(f, fname, flat)
             if not compiled.closes_over_tracers:
                 cache[key] = compiled
+                while len(cache) > max(int(CACHE_SIZE), 0):
+                    cache.popitem(last=False)  # the least recently used signature
+        else:
+            cache.move_to_end(key)
         backends_in = {d.platform for d in devices if d is not None}
         if len(backends_in) <= 1 and not compiled.closes_over_tracers and \
                 not any(type(x) is Tracer for x in leaves):

@@ -30,8 +30,9 @@ from functx.ir import Var, abstractify
 from functx.primitives._batching import zeros_like
 from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, attach_source, aval_of_value,
-                            bind, leak_error, user_source)
-from functx.transforms.grad import vjp
+                            bind, leak_error, not_an_array_advice, user_source)
+from functx.transforms._args import check_callable
+from functx.transforms.grad import check_cotangents, vjp
 from functx.transforms.interpret import eval_trace
 from functx.transforms.reverse import read_only
 
@@ -163,28 +164,9 @@ def _as_array(x: Any, fname: str, what: str) -> Any:
         return x
     if isinstance(x, (bool, int, float, complex, np.generic)):
         return np.asarray(x)
+    advice = not_an_array_advice(x, output=what == "the function's output")
     raise GradError(f"{fname}: {what} contains a {type(x).__name__} ({x!r:.60}), which is not "
-                    "an array. Pass arrays (or Python scalars).")
-
-
-def _check_tangent(p: Any, t: Any, fname: str, k: int) -> Any:
-    """The tangent ``t`` for primal leaf ``p``, or None for a non-float primal."""
-    pa = abstractify(p)
-    if isinstance(t, (bool, int, float)) and INEXACT_DTYPES[pa.dtype]:
-        t = np.asarray(t, pa.dtype)  # a Python scalar takes the primal's dtype
-    ta = abstractify(t)
-    if tuple(pa.shape) != tuple(ta.shape):
-        raise GradError(f"{fname}: tangent leaf {k} has shape {ta.shape} but its primal has "
-                        f"shape {pa.shape} ({pa}). Pass tangents shaped like the primals.")
-    if not INEXACT_DTYPES[pa.dtype]:
-        return None
-    if ta.dtype != pa.dtype:
-        if ta.weak_type or ta.dtype.kind in "biu":
-            return t.astype(pa.dtype) if hasattr(t, "astype") else np.asarray(t, pa.dtype)
-        raise GradError(f"{fname}: tangent leaf {k} has dtype {ta.dtype} but its primal has "
-                        f"dtype {pa.dtype}. Pass tangents of the primals' dtypes "
-                        "(e.g. t.astype(x.dtype)).")
-    return t
+                    f"an array. {advice}")
 
 
 def _split_aux(out: Any, has_aux: bool, fname: str) -> tuple:
@@ -247,13 +229,16 @@ def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any],
         inputs get zero tangents.
 
     Raises:
-        GradError: ``primals``/``tangents`` are not sequences of matching structure, shapes
-            or dtypes, or an input/output is not an array.
+        GradError: ``f`` is not callable; ``primals``/``tangents`` are not sequences of
+            matching structure; a tangent does not have its primal's shape and (for a
+            floating-point or complex primal) dtype, as in JAX (Python scalars take the
+            primal's dtype); or an input/output is not an array.
 
     Example:
         >>> fx.jvp(fnp.sin, (0.5,), (1.0,))
         (array(0.47942554), array(0.87758256))
     """
+    check_callable(f, "jvp", GradError)
     try:
         return _jvp(f, primals, tangents, has_aux)
     except GradError as e:
@@ -271,9 +256,10 @@ def _flatten_primals_tangents(primals: Any, tangents: Any, fname: str) -> tuple:
         raise GradError(f"{fname}: the tangents have structure {t_tree} but the primals have "
                         f"structure {in_tree}; pass one tangent per primal leaf.")
     leaves = [_as_array(x, fname, "the primals") for x in leaves]
-    t_leaves = [_check_tangent(p, t if isinstance(t, (bool, int, float))
-                               else _as_array(t, fname, "the tangents"), fname, k)
-                for k, (p, t) in enumerate(zip(leaves, t_leaves))]
+    avals = [abstractify(x) for x in leaves]
+    t_leaves = check_cotangents(t_leaves, avals, fname, "tangent", "primal")
+    # integer and boolean primals have no tangent (their tangent is ignored)
+    t_leaves = [t if INEXACT_DTYPES[a.dtype] else None for t, a in zip(t_leaves, avals)]
     return leaves, t_leaves, in_tree
 
 
@@ -308,8 +294,9 @@ def linearize(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         takes one tangent per primal (same structure) and returns the output tangent.
 
     Raises:
-        GradError: an input or output is not an array; ``f_lin`` got tangents that do not
-            match the primals.
+        GradError: ``f`` is not callable, an input or output is not an array; ``f_lin``
+            got tangents that do not match the primals' structure, shapes or dtypes (as for
+            :func:`jvp`).
 
     Example:
         >>> y, f_lin = fx.linearize(fnp.sin, 0.5)
@@ -317,6 +304,7 @@ def linearize(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         array(1.75516512)
     """
     fname = f"linearize({getattr(f, '__name__', 'f')})"
+    check_callable(f, "linearize", GradError)
     try:
         leaves, in_tree = tree.flatten(tuple(primals))
         leaves = [_as_array(x, fname, "the primals") for x in leaves]

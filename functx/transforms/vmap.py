@@ -23,6 +23,7 @@ from functx.primitives import shape as _shape
 from functx.primitives._batching import batch_size, to_axis
 from functx.registry import Primitive
 from functx.tracing import attach_source, bind, flatten_args, trace_function, user_source
+from functx.transforms._args import check_callable
 from functx.transforms.interpret import prune_with_last_uses, walk
 
 AxisSpec = Any  # an int, None, or a pytree of them (a prefix of the arguments)
@@ -53,6 +54,7 @@ def vmap(f: Callable, in_axes: AxisSpec = 0, out_axes: AxisSpec = 0,
         along the batch axis (as in JAX).
 
     Raises:
+        ArgumentTypeError: ``f`` is not callable (raised by ``vmap`` itself).
         VmapError: ``in_axes`` does not match the arguments, an axis is out of range,
             batched arguments have different sizes, or no argument is batched and there is
             no ``axis_size``.
@@ -63,6 +65,7 @@ def vmap(f: Callable, in_axes: AxisSpec = 0, out_axes: AxisSpec = 0,
         >>> fx.vmap(lambda x, y: x @ y, in_axes=(0, None))(np.ones((5, 3)), np.ones(3)).shape
         (5,)
     """
+    check_callable(f, "vmap")
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     fname = f"vmap({getattr(f, '__name__', 'f')})"
