@@ -197,6 +197,10 @@ def _lp_pool(nd: int) -> Callable:
         ceil = draw(st.booleans())
         ks = k[0] if nd == 1 else k  # lp_pool1d multiplies by an int kernel_size
         name = f"lp_pool{nd}d"
+        if p == math.inf:  # max pooling of |x|, the p -> inf limit (some PyTorch builds return 1 there)
+            return Example(lambda x: getattr(fnn, name)(x, p, ks, s, ceil),
+                           lambda x: getattr(F, f"max_pool{nd}d")(x.abs(), ks, s,
+                                                                  ceil_mode=ceil), (x,))
         return Example(lambda x: getattr(fnn, name)(x, p, ks, s, ceil),
                        lambda x: getattr(F, name)(x, p, ks, s, ceil), (x,))
     return build
