@@ -12,13 +12,15 @@ NumPy arrays::
 trained on the cross-entropy with Adam, whose update is a few ``functx.tree.map`` calls over
 the parameter dict, and ``functx.value_and_grad`` for the gradients.
 
-Needs the ``examples`` extra (``pip install -e '.[examples]'``: scikit-learn and
-matplotlib). Run ``python examples/cnn_digits.py`` (about 20 epochs, well under two minutes
-on a laptop CPU). It shows a text progress bar, prints each epoch's loss and accuracies,
-saves a plot of the training loss and the accuracies to ``--out`` (default
-``examples/cnn_digits.png``), and ends with a line
-``final test accuracy 0.9xxx, wall time XX.X s (CPU time XX.X s)``. ``--epochs`` and
-``--limit`` (use only the first N training images) make quick runs.
+Needs scikit-learn; the ``examples`` extra (``pip install -e '.[examples]'``) has it, and
+matplotlib and tqdm. Run ``python examples/cnn_digits.py`` (about 20 epochs, well under two
+minutes on a laptop CPU). It shows a progress bar (tqdm's when tqdm is installed, a plain
+one on stderr otherwise), prints each epoch's loss and accuracies, saves a plot of the
+training loss and the accuracies to ``--plot PATH`` (``--out`` is the same option; default
+``examples/cnn_digits.png``; skipped with a note when matplotlib is not installed), and ends
+with a line ``final test accuracy 0.9xxx, wall time XX.X s (CPU time XX.X s)``.
+``--epochs`` and ``--limit`` (use only the first N training images) make quick runs.
+From Python or a notebook, ``main(["--epochs", "3"])`` returns the history.
 """
 from __future__ import annotations
 
@@ -107,10 +109,11 @@ def adam_update(params: dict, grads: dict, state: dict, lr: float = 3e-3,
 
 class ProgressBar:
     """A one-line text progress bar on stderr (redrawn in place on a terminal; elsewhere it
-    prints only when an epoch completes)."""
+    prints only when an epoch completes): the fallback when tqdm is not installed."""
 
-    def __init__(self, total: int, width: int = 30, stream: Any = sys.stderr) -> None:
-        self.total, self.width, self.stream = total, width, stream
+    def __init__(self, total: int, desc: str = "", width: int = 30,
+                 stream: Any = sys.stderr) -> None:
+        self.total, self.desc, self.width, self.stream = total, desc, width, stream
         self.tty = hasattr(stream, "isatty") and stream.isatty()
 
     def update(self, done: int, text: str) -> None:
@@ -119,8 +122,45 @@ class ProgressBar:
         filled = int(self.width * done / max(self.total, 1))
         bar = "#" * filled + "." * (self.width - filled)
         end = "\n" if done >= self.total else ""
-        self.stream.write(f"\r[{bar}] {done:>{len(str(self.total))}}/{self.total} {text}{end}")
+        self.stream.write(f"\r[{bar}] {done:>{len(str(self.total))}}/{self.total} "
+                          f"{self.desc} {text}{end}")
         self.stream.flush()
+
+    def close(self) -> None:
+        pass
+
+
+class TqdmBar:
+    """The same interface over a tqdm bar (a widget in a notebook with ipywidgets)."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="batch", leave=False)
+
+    def update(self, done: int, text: str) -> None:
+        self.bar.update(done - self.bar.n)
+        self.bar.set_postfix_str(text, refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def progress_bar(total: int, desc: str) -> ProgressBar | TqdmBar:
+    """tqdm's bar when tqdm is installed, else the plain :class:`ProgressBar`."""
+    try:
+        return TqdmBar(total, desc)
+    except ImportError:
+        return ProgressBar(total, desc)
+
+
+def have_matplotlib() -> bool:
+    """Whether matplotlib can be imported (plots are skipped without it)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def save_plot(history: dict, path: Path) -> None:
@@ -165,14 +205,15 @@ def train(epochs: int, batch_size: int, lr: float, limit: int | None, seed: int)
           f"{sum(p.size for p in fx.tree.leaves(params))} parameters")
     for epoch in range(1, epochs + 1):
         order = rng.permutation(len(x_train))
-        bar = ProgressBar(steps)
+        bar = progress_bar(steps, f"epoch {epoch}/{epochs}")
         losses = []
         for i in range(steps):
             idx = order[i * batch_size:(i + 1) * batch_size]
             value, grads = loss_and_grad(params, x_train[idx], y_train[idx])
             params, state = adam_update(params, grads, state, lr=lr)
             losses.append(float(value))
-            bar.update(i + 1, f"epoch {epoch}/{epochs} loss {np.mean(losses):.4f}")
+            bar.update(i + 1, f"loss {np.mean(losses):.4f}")
+        bar.close()
         history["step_loss"].extend(losses)
         history["train_loss"].append(float(np.mean(losses)))
         history["train_acc"].append(accuracy(params, x_train, y_train))
@@ -184,8 +225,11 @@ def train(epochs: int, batch_size: int, lr: float, limit: int | None, seed: int)
     return history
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
-    """Parse the arguments, train, save the plot; return the history (see :func:`train`)."""
+def main(argv: Sequence[str] = ()) -> dict:
+    """Parse the arguments, train, save the plot; return the history (see :func:`train`).
+
+    ``argv`` are the command-line options (``["--epochs", "3"]``); the default (none) makes
+    ``main()`` usable from a notebook, whose own ``sys.argv`` is the kernel's."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -193,14 +237,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--limit", type=int, default=None,
                         help="use only the first LIMIT training images (quick runs)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="where to save the loss/accuracy plot (PNG)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--plot", "--out", dest="plot", type=Path, default=DEFAULT_OUT,
+                        metavar="PATH", help="where to save the loss/accuracy plot (PNG; "
+                        "needs matplotlib, skipped without it)")
+    args = parser.parse_args(list(argv))
     start, cpu_start = time.perf_counter(), time.process_time()
     history = train(args.epochs, args.batch_size, args.lr, args.limit, args.seed)
-    save_plot(history, args.out)
+    if have_matplotlib():
+        save_plot(history, args.plot)
+        print(f"plot saved to {args.plot}")
+    else:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    print(f"plot saved to {args.out}")
     print(f"first batch loss {history['step_loss'][0]:.4f} "
           f"last epoch loss {history['train_loss'][-1]:.4f}")
     print(f"final test accuracy {history['test_acc'][-1]:.4f}, wall time {wall:.1f} s "
@@ -210,4 +258,4 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

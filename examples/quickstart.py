@@ -7,9 +7,17 @@ full-batch gradient descent on the mean squared error, using ``functx.value_and_
 
 Run it with ``python examples/quickstart.py``. It prints the traced loss function (what
 ``grad`` differentiates), the gradient's structure, and the loss and accuracy as training
-goes; the last line reads ``initial loss ... final loss ...``.
+goes; the last line reads ``initial loss ... final loss ...``. With ``tqdm`` installed the
+training loop shows a progress bar (on stderr). ``--plot PATH`` saves the loss curve and
+the learned decision boundary as a PNG (needs matplotlib; both are in the ``examples``
+extra, ``pip install -e '.[examples]'``).
 """
 from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -64,8 +72,60 @@ def accuracy(params: dict, x: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.sign(predict(params, x)) == y))
 
 
-def main() -> None:
-    """Print the trace of the loss, then train and report the loss going down."""
+def progress(steps: int):
+    """A tqdm progress bar over ``range(steps)`` and its ``write`` function (which prints
+    without breaking the bar), or without tqdm the plain range and ``print``."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return range(steps), print
+    return tqdm(range(steps), desc="training", unit="step"), tqdm.write
+
+
+def save_plot(history: list[float], params: dict, x: np.ndarray, y: np.ndarray,
+              path: Path) -> None:
+    """The loss curve and the decision boundary over the data, as a PNG (no window)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_data) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_loss.plot(history)
+    ax_loss.set(xlabel="step", ylabel="mean squared error", yscale="log", title="training loss")
+    gx, gy = np.meshgrid(np.linspace(x[:, 0].min() - 0.5, x[:, 0].max() + 0.5, 150),
+                         np.linspace(x[:, 1].min() - 0.5, x[:, 1].max() + 0.5, 150))
+    scores = np.asarray(predict(params, np.stack([gx.ravel(), gy.ravel()], axis=1)))
+    ax_data.contourf(gx, gy, scores.reshape(gx.shape), levels=20, cmap="RdBu", alpha=0.6)
+    ax_data.contour(gx, gy, scores.reshape(gx.shape), levels=[0.0], colors="k")
+    for label, color in ((-1.0, "tab:red"), (1.0, "tab:blue")):
+        points = x[y[:, 0] == label]
+        ax_data.scatter(points[:, 0], points[:, 1], color=color, edgecolors="w", s=18,
+                        label=f"label {label:+.0f}")
+    ax_data.legend(loc="lower right")
+    ax_data.set(title="decision boundary", xlabel="x0", ylabel="x1")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    """Print the trace of the loss, then train and report the loss going down.
+
+    ``argv`` are the command-line options (``["--plot", "out.png"]``); the default (none)
+    makes ``main()`` usable from a notebook, whose own ``sys.argv`` is the kernel's."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--plot", type=Path, default=None, metavar="PATH",
+                        help="save the loss curve and decision boundary to PATH (PNG; "
+                             "needs matplotlib)")
+    args = parser.parse_args(list(argv))
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            parser.error("--plot needs matplotlib: pip install matplotlib "
+                         "(or pip install -e '.[examples]')")
     x, y = two_moons(256)
     params = init_params()
 
@@ -78,17 +138,23 @@ def main() -> None:
     for name in sorted(grads):
         print(f"  {name}: shape {grads[name].shape}, dtype {grads[name].dtype}")
 
-    print("\nTraining with gradient descent:")
+    print("\nTraining with gradient descent:", flush=True)
     initial = float(value)
-    for step in range(STEPS + 1):
+    history = []
+    steps, write = progress(STEPS + 1)
+    for step in steps:
         value, grads = loss_and_grad(params, x, y)
+        history.append(float(value))
         if step % 100 == 0:
-            print(f"  step {step:4d}  loss {float(value):.4f}  "
+            write(f"  step {step:4d}  loss {float(value):.4f}  "
                   f"accuracy {accuracy(params, x, y):.3f}")
         if step < STEPS:
             params = fx.tree.map(lambda p, g: p - LEARNING_RATE * g, params, grads)
     print(f"\ninitial loss {initial:.6f} final loss {float(value):.6f}")
+    if args.plot is not None:
+        save_plot(history, params, x, y, args.plot)
+        print(f"plot saved to {args.plot}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

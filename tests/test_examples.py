@@ -42,6 +42,16 @@ def test_quickstart_trains_and_prints_trace_and_gradients():
     assert accuracies and accuracies[-1] >= 0.95, out
 
 
+def test_quickstart_saves_its_plot(tmp_path):
+    pytest.importorskip("matplotlib", reason="quickstart.py --plot needs matplotlib "
+                        "(pip install -e '.[examples]')")
+    out_png = tmp_path / "curves" / "quickstart.png"
+    proc = run_example("quickstart.py", "--plot", str(out_png))
+    assert proc.returncode == 0, f"quickstart.py --plot failed:\n{proc.stdout}\n{proc.stderr}"
+    assert f"plot saved to {out_png}" in proc.stdout, proc.stdout
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_cnn_digits_trains_a_little_and_saves_its_plot(tmp_path):
     # An example dependency (the `examples` extra), not a test one: skip without it.
     pytest.importorskip("sklearn", reason="examples/cnn_digits.py needs scikit-learn "
