@@ -27,7 +27,7 @@ import numpy as np
 import functx.numpy as fnp
 from functx.errors import ShapeError
 from functx.nn.conv import float_operands, ntuple
-from functx.nn.resample import _axis_taps, _sample
+from functx.nn.resample import grid_axis_taps, sample_taps
 from functx.numpy._shape import on_device_of
 
 __all__ = ["deform_conv2d"]
@@ -146,8 +146,8 @@ def deform_conv2d(input: Any, offset: Any, weight: Any, bias: Any = None,
     off = fnp.reshape(off, (n, ogroups, taps, 2, ho, wo))
     ys = fnp.add(off[:, :, :, 0], on_device_of(x, grid_y[:, :, None].astype(x.dtype)))
     xs = fnp.add(off[:, :, :, 1], on_device_of(x, grid_x[:, None, :].astype(x.dtype)))
-    axis_taps = [_axis_taps(ys, h, "bilinear", "zeros", False),
-                 _axis_taps(xs, wd, "bilinear", "zeros", False)]
+    axis_taps = [grid_axis_taps(ys, h, "bilinear", "zeros", False),
+                 grid_axis_taps(xs, wd, "bilinear", "zeros", False)]
 
     # One row per (image, offset group, pixel), the group's channels along the row.
     table = fnp.reshape(fnp.moveaxis(fnp.reshape(x, (n, ogroups, cg, h * wd)), 2, -1),
@@ -155,7 +155,7 @@ def deform_conv2d(input: Any, offset: Any, weight: Any, bias: Any = None,
     base = on_device_of(x, (np.arange(n * ogroups, dtype=np.int64) * (h * wd))
                         .reshape(n, ogroups, 1, 1, 1))
     scale = None if m is None else fnp.reshape(m, (n, ogroups, taps, ho, wo))
-    cols = _sample(table, base, axis_taps, (h, wd), extra=scale)  # [N, G, K, Ho, Wo, Cg]
+    cols = sample_taps(table, base, axis_taps, (h, wd), extra=scale)  # [N, G, K, Ho, Wo, Cg]
 
     # The convolution: channel g * Cg + c, weight groups over the channel axis.
     cols = fnp.reshape(fnp.moveaxis(cols, -1, 2), (n, wgroups, cin // wgroups, taps, ho, wo))

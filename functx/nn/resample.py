@@ -458,7 +458,7 @@ def _padded_coords(c: Any, size: int, padding_mode: str, align_corners: bool) ->
     return c
 
 
-def _axis_taps(c: Any, size: int, mode: str, padding_mode: str,
+def grid_axis_taps(c: Any, size: int, mode: str, padding_mode: str,
                align_corners: bool) -> list[tuple[Any, Any, Any]]:
     """The taps sampling pixel coordinate ``c`` along an axis of ``size``: one
     ``(index, weight or None, in-range mask or None)`` per tap; the indices are clamped
@@ -483,13 +483,13 @@ def _axis_taps(c: Any, size: int, mode: str, padding_mode: str,
     return [tap(f, 1 - t), tap(f + 1, t)]
 
 
-def _sample(table: Any, base: Any, axis_taps: Sequence[list], sizes: Sequence[int],
+def sample_taps(table: Any, base: Any, axis_taps: Sequence[list], sizes: Sequence[int],
             extra: Any = None) -> Any:
     """Sum over the product of the axes' taps of weight * ``table[row]``.
 
     ``table`` is ``[rows, C]`` (images stacked, pixels in C order, channels last); ``base``
     the (broadcastable, integer) first row of each point's image; ``axis_taps`` one list of
-    taps per spatial axis (see :func:`_axis_taps`); ``extra`` an optional weight multiplied
+    taps per spatial axis (see :func:`grid_axis_taps`); ``extra`` an optional weight multiplied
     into every tap. Returns ``[*points, C]``.
     """
     strides = [int(np.prod(sizes[k + 1:], dtype=np.int64)) for k in range(len(sizes))]
@@ -589,9 +589,9 @@ def grid_sample(input: Any, grid: Any, mode: str = "bilinear", padding_mode: str
     pixels = int(np.prod(sizes))
     table = fnp.reshape(fnp.moveaxis(x, 1, -1), (n * pixels, c))
     base = on_device_of(x, (np.arange(n, dtype=np.int64) * pixels).reshape((n,) + (1,) * d))
-    taps = [_axis_taps(_unnormalize(g[..., d - 1 - k], sizes[k], bool(align_corners)),
+    taps = [grid_axis_taps(_unnormalize(g[..., d - 1 - k], sizes[k], bool(align_corners)),
                        sizes[k], mode, padding_mode, bool(align_corners)) for k in range(d)]
-    return fnp.moveaxis(_sample(table, base, taps, sizes), -1, 1)
+    return fnp.moveaxis(sample_taps(table, base, taps, sizes), -1, 1)
 
 
 
