@@ -84,6 +84,7 @@ def prune_with_last_uses(trace: Trace) -> tuple[Trace, list[tuple[Var, ...]]]:
 
 Rule = Callable[[Any, list], Any]  # (eqn, input values) -> output value(s)
 
+
 def walk(trace: Trace, env: dict, rule: Rule | None,
          dying: Sequence[Sequence[Var]] | None = None,
          literal: Callable[[Literal], Any] | None = None) -> list:
@@ -109,6 +110,10 @@ def walk(trace: Trace, env: dict, rule: Rule | None,
 
     Returns:
         The environment values of ``trace.outputs``.
+
+    Example:
+        >>> env = dict(zip(trace.in_vars, args))   # (+ trace.const_vars' values)
+        >>> outs = walk(trace, env, lambda eqn, ins: bind(eqn.prim, *ins, **eqn.params))
     """
     for eqn, gone in zip(trace.eqns, last_uses(trace) if dying is None else dying):
         if literal is None:
@@ -143,19 +148,23 @@ def walk_reverse(trace: Trace, cts: dict, rule: ReverseRule, add: Callable) -> d
     (or None) and the cotangent (or None). Cotangents reaching one variable are summed
     with ``add``, in the order they arrive.
 
+    A rule should call the primitive's VJP rule itself rather than through a helper: under
+    an enclosing abstract transform, every equation a VJP rule records looks up the user's
+    source line through each Python frame in between.
+
     Args:
         trace: the trace to walk.
         cts: the cotangents of the outputs' variables; the walk updates it.
         rule: the transform's per-equation rule.
         add: the sum of two cotangents.
 
-    A rule should call the primitive's VJP rule itself rather than through a helper: under
-    an enclosing abstract transform, every equation a VJP rule records looks up the user's
-    source line through each Python frame in between.
-
     Returns:
         ``cts``, holding at the end the cotangents of the variables no equation produces
         (the trace's inputs and constants).
+
+    Example:
+        >>> cts = walk_reverse(trace, {trace.outputs[0]: one}, vjp_rule, add)  # see
+        >>> # functx.transforms.reverse.backward_pass for the rule
     """
     pop = cts.pop
     eqns = trace.eqns
