@@ -338,7 +338,7 @@ def round(a: Any, decimals: builtins.int = 0, out: Any = None) -> Any:
     Integers are returned as they are for ``decimals >= 0``. The gradient is zero.
     """
     check_no_out("round", out)
-    a = unary_operand(a)
+    a = unary_operand("round", a)
     decimals = builtins.int(decimals)
     if a.dtype.kind in "iu":
         if decimals >= 0:
@@ -377,9 +377,9 @@ def clip(a: Any, a_min: Any = _NO_VALUE, a_max: Any = _NO_VALUE, out: Any = None
     lo = None if lo is _NO_VALUE else lo
     hi = None if hi is _NO_VALUE else hi
     if lo is None and hi is None:
-        return same(unary_operand(a))
-    a = binary_operand(a)
-    bounds = [binary_operand(v) for v in (lo, hi) if v is not None]
+        return same(unary_operand("clip", a))
+    a = binary_operand("clip", a)
+    bounds = [binary_operand("clip", v) for v in (lo, hi) if v is not None]
     dt = result_type(a, *bounds)
     a, *bounds = promote_args("clip", a, *bounds, np.zeros((), dt))[:-1]
     if dt.kind in "fc":
@@ -413,8 +413,8 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
     if x is None or y is None:
         raise TypeError("functx.numpy.where needs either one argument or three (condition, x, "
                         "y); both x and y must be given.")
-    cond = truthy(unary_operand(condition))
-    a, b = promote_args("where", binary_operand(x), binary_operand(y))
+    cond = truthy(unary_operand("where", condition))
+    a, b = promote_args("where", binary_operand("where", x), binary_operand("where", y))
     return _ew.select(cond, a, b)
 
 
@@ -469,26 +469,26 @@ def greater_equal(x1, x2):
     return _compare("greater_equal", _ew.ge, x1, x2)
 
 
-def _bools(x: Any) -> Any:
-    return truthy(unary_operand(x))
+def _bools(name: str, x: Any) -> Any:
+    return truthy(unary_operand(name, x))
 
 
 @as_ufunc
 def logical_and(x1, x2):
     """Elementwise logical and of the truth values (nonzero is true)."""
-    return _ew.and_(_bools(x1), _bools(x2))
+    return _ew.and_(_bools("logical_and", x1), _bools("logical_and", x2))
 
 
 @as_ufunc
 def logical_or(x1, x2):
     """Elementwise logical or of the truth values (nonzero is true)."""
-    return _ew.or_(_bools(x1), _bools(x2))
+    return _ew.or_(_bools("logical_or", x1), _bools("logical_or", x2))
 
 
 @as_ufunc
 def logical_xor(x1, x2):
     """Elementwise logical exclusive or of the truth values (nonzero is true)."""
-    return _ew.xor(_bools(x1), _bools(x2))
+    return _ew.xor(_bools("logical_xor", x1), _bools("logical_xor", x2))
 
 
 @as_ufunc
@@ -555,8 +555,8 @@ def isinf(x):
     return _ew.eq(_ew.abs(x), np.full((), np.inf, x.dtype))
 
 
-def _is_value(x: Any, value: float) -> Any:
-    x = unary_operand(x)
+def _is_value(name: str, x: Any, value: float) -> Any:
+    x = unary_operand(name, x)
     if x.dtype.kind not in "fc":
         return full_bool(x, False)
     return _ew.eq(x, np.full((), value, x.dtype))
@@ -565,13 +565,13 @@ def _is_value(x: Any, value: float) -> Any:
 def isposinf(x: Any, out: Any = None) -> Any:
     """Elementwise: is +inf (always false for integers)."""
     check_no_out("isposinf", out)
-    return _is_value(x, np.inf)
+    return _is_value("isposinf", x, np.inf)
 
 
 def isneginf(x: Any, out: Any = None) -> Any:
     """Elementwise: is -inf (always false for integers)."""
     check_no_out("isneginf", out)
-    return _is_value(x, -np.inf)
+    return _is_value("isneginf", x, -np.inf)
 
 
 @as_ufunc
@@ -597,7 +597,7 @@ def nan_to_num(x: Any, copy: builtins.bool = True, nan: float = 0.0, posinf: Any
     -inf by ``neginf`` (default: the most negative finite value). Integers are unchanged.
     The gradient flows through the finite entries.
     """
-    x = unary_operand(x)
+    x = unary_operand("nan_to_num", x)
     if x.dtype.kind not in "fc":
         return same(x)
     info = np.finfo(x.dtype)
