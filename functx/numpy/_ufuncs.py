@@ -65,6 +65,7 @@ from functx.numpy._ufunc_base import (
     zero_of,
 )
 from functx.primitives import elementwise as _ew
+from functx.primitives.misc import stop_gradient
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder",
@@ -130,11 +131,13 @@ def floor_divide(x1, x2):
 
     For floats this is NumPy's exact algorithm (``(x1 - x1 % x2) / x2`` rounded), not
     ``floor(x1 / x2)``: e.g. ``1 // 0.1 == 9``. Division by zero gives ``x1 / 0``. The
-    gradient is zero.
+    gradient is zero everywhere, at a zero divisor too (as in JAX): the result is piecewise
+    constant, so no derivative flows through the operands.
     """
     a, b, dt = promote_int8_for_bool("floor_divide", x1, x2)
     if dt.kind in "iu":
         return _ew.div(a, b)
+    a, b = stop_gradient(a), stop_gradient(b)
     quotient = _ew.round(_ew.div(_ew.sub(a, _ew.rem(a, b)), b), rounding_method="half_to_even")
     return _ew.select(_ew.eq(b, np.zeros((), dt)), _ew.div(a, b), quotient)
 
@@ -151,10 +154,22 @@ mod = remainder
 
 @as_ufunc
 def fmod(x1, x2):
-    """Elementwise C-style remainder: the result has the sign of the dividend ``x1``."""
+    """Elementwise C-style remainder: the result has the sign of the dividend ``x1``.
+
+    The gradient is ``1`` for ``x1`` and ``-trunc(x1 / x2)`` for ``x2`` (JAX's, at a zero
+    divisor too: ``|x2|`` is taken with a select, whose derivative at 0 is 1, not abs's 0).
+    """
     a, b, dt = promote_int8_for_bool("fmod", x1, x2)
-    b = _ew.abs(b)
-    return _ew.select(_ew.lt(a, np.zeros((), dt)), _ew.neg(_ew.rem(_ew.neg(a), b)), _ew.rem(a, b))
+    zero = np.zeros((), dt)
+    if dt.kind in "iu":
+        b = _ew.abs(b)
+        return _ew.select(_ew.lt(a, zero), _ew.neg(_ew.rem(_ew.neg(a), b)), _ew.rem(a, b))
+    # |x1| and |x2| by selects (derivative +-1 everywhere), one rem (no untaken branch
+    # whose infinite derivative times a zero cotangent would give NaN at x2 == 0)
+    negative = _ew.lt(a, zero)
+    r = _ew.rem(_ew.select(negative, _ew.neg(a), a),
+                _ew.select(_ew.lt(b, zero), _ew.neg(b), b))
+    return _ew.select(negative, _ew.neg(r), r)
 
 
 def divmod(x1: Any, x2: Any, /, out: Any = None) -> tuple:

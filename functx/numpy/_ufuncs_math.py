@@ -105,10 +105,15 @@ def reciprocal(x):
 
 @as_ufunc
 def cbrt(x):
-    """Elementwise real cube root: ``sign(x) * |x| ** (1/3)`` (within an ulp of NumPy's)."""
+    """Elementwise real cube root: ``sign(x) * |x| ** (1/3)`` (within an ulp of NumPy's).
+
+    The gradient is ``1 / (3 cbrt(x)**2)``: ``inf`` at 0, as in JAX (``|x|`` is taken with a
+    select, whose derivative at 0 is 1, so ``0 * inf`` is never formed).
+    """
     x = to_inexact(x)
-    root = _ew.pow(_ew.abs(x), np.full((), 1.0 / 3.0, x.dtype))
-    return _ew.select(_ew.lt(x, zero_of(x)), _ew.neg(root), root)
+    negative = _ew.lt(x, zero_of(x))
+    root = _ew.pow(_ew.select(negative, _ew.neg(x), x), np.full((), 1.0 / 3.0, x.dtype))
+    return _ew.select(negative, _ew.neg(root), root)
 
 
 # ----------------------------------------------------------------------------------------
