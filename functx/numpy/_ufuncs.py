@@ -46,6 +46,8 @@ from functx.numpy._promotion import (
     asarray,
     astype,
     check_no_out,
+    finfo,
+    is_inexact,
     is_tracer,
     promote_args,
     promote_args_dtype,
@@ -296,7 +298,7 @@ def minimum(x1, x2):
 
 def _nan_ignoring(name: str, extremum: Callable, x1: Any, x2: Any) -> Any:
     (a, b), dt = promote_args_dtype(name, x1, x2)
-    if dt.kind not in "fc":
+    if not is_inexact(dt):
         return extremum(a, b)
     return _ew.select(_ew.ne(b, b), a, _ew.select(_ew.ne(a, a), b, extremum(a, b)))
 
@@ -397,7 +399,7 @@ def clip(a: Any, a_min: Any = _NO_VALUE, a_max: Any = _NO_VALUE, out: Any = None
     bounds = [binary_operand("clip", v) for v in (lo, hi) if v is not None]
     dt = result_type(a, *bounds)
     a, *bounds = promote_args("clip", a, *bounds, np.zeros((), dt))[:-1]
-    if dt.kind in "fc":
+    if is_inexact(dt):
         lowest, highest = -np.inf, np.inf
     elif dt.kind in "iu":
         lowest, highest = np.iinfo(dt).min, np.iinfo(dt).max
@@ -553,26 +555,26 @@ bitwise_not = invert
 @as_ufunc
 def isfinite(x):
     """Elementwise: not inf and not NaN (always true for integers)."""
-    return _ew.is_finite(x) if x.dtype.kind in "fc" else full_bool(x, True)
+    return _ew.is_finite(x) if is_inexact(x.dtype) else full_bool(x, True)
 
 
 @as_ufunc
 def isnan(x):
     """Elementwise: is NaN (always false for integers)."""
-    return _ew.ne(x, x) if x.dtype.kind in "fc" else full_bool(x, False)
+    return _ew.ne(x, x) if is_inexact(x.dtype) else full_bool(x, False)
 
 
 @as_ufunc
 def isinf(x):
     """Elementwise: is +inf or -inf (always false for integers)."""
-    if x.dtype.kind not in "fc":
+    if not is_inexact(x.dtype):
         return full_bool(x, False)
     return _ew.eq(_ew.abs(x), np.full((), np.inf, x.dtype))
 
 
 def _is_value(name: str, x: Any, value: float) -> Any:
     x = unary_operand(name, x)
-    if x.dtype.kind not in "fc":
+    if not is_inexact(x.dtype):
         return full_bool(x, False)
     return _ew.eq(x, np.full((), value, x.dtype))
 
@@ -613,9 +615,9 @@ def nan_to_num(x: Any, copy: builtins.bool = True, nan: float = 0.0, posinf: Any
     The gradient flows through the finite entries.
     """
     x = unary_operand("nan_to_num", x)
-    if x.dtype.kind not in "fc":
+    if not is_inexact(x.dtype):
         return same(x)
-    info = np.finfo(x.dtype)
+    info = finfo(x.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
     x = _ew.select(_ew.ne(x, x), np.full((), nan, x.dtype), x)

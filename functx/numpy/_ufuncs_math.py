@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from functx.numpy._promotion import astype
+from functx.numpy._promotion import astype, finfo
 from functx.numpy._ufunc_base import (
     as_ufunc,
     promote_inexact,
@@ -204,7 +204,7 @@ def arcsinh(x):
     neg = _ew.lt(x, zero_of(x))
     t = _ew.select(neg, _ew.neg(x), x)
     one = np.ones((), x.dtype)
-    big = _ew.gt(t, np.full((), 1.0 / math.sqrt(np.finfo(x.dtype).eps), x.dtype))
+    big = _ew.gt(t, np.full((), 1.0 / math.sqrt(finfo(x.dtype).eps), x.dtype))
     r = _double_where(
         big, t, lambda u: _ew.add(_ew.log(u), np.full((), _LN2, x.dtype)),
         lambda u: _ew.log1p(_ew.add(u, _ew.div(_ew.mul(u, u), _ew.add(
@@ -311,6 +311,6 @@ def sinc(x):
     """
     x = astype(x, np.float64) if x.dtype.kind in "biu" else x
     y = _ew.mul(np.full((), math.pi, x.dtype), x)
-    y = _ew.select(_ew.eq(y, zero_of(y)), np.full((), np.finfo(x.dtype).eps, x.dtype), y)
+    y = _ew.select(_ew.eq(y, zero_of(y)), np.full((), finfo(x.dtype).eps, x.dtype), y)
     return _ew.div(_ew.sin(y), y)
 
