@@ -393,6 +393,39 @@ def test_mixing_devices_names_both_and_scalars_join() -> None:
     np.testing.assert_allclose(DEV.to_host(y), np.tanh(1.0) * 3 - 1, rtol=1e-6)
 
 
+_IX = np.array([0, 2, 2])
+# .at[] updates (and functions that reshape their operands) with Python scalars: the scalar
+# joins the device of the array, eagerly, under grad and under jit, as in every operation.
+SCALAR_UPDATES = {
+    "at[ix].add(1.)": lambda x: fnp.at(x)[to_dev(_IX)].add(1.0),
+    "at[host ix].add(1.)": lambda x: fnp.at(x)[_IX].add(1.0),
+    "at[1:3].set(0.)": lambda x: fnp.at(x)[1:3].set(0.0),
+    "at[1:3].set(0)": lambda x: fnp.at(x)[1:3].set(0),
+    "at[1:3].mul(2.)": lambda x: fnp.at(x)[1:3].mul(2.0),
+    "at[ix].multiply(np.float64(2))": lambda x: fnp.at(x)[_IX].multiply(np.float64(2.0)),
+    "at[::2].min(0.5)": lambda x: fnp.at(x)[::2].min(0.5),
+    "at[ix].max(2.)": lambda x: fnp.at(x)[_IX].max(2.0),
+    "at[-1].set(7.)": lambda x: fnp.at(x)[-1].set(7.0),
+    "outer(x, 2.)": lambda x: fnp.outer(x, 2.0),
+    "kron(2., x)": lambda x: fnp.kron(2.0, x),
+    "linspace(x, 2., 3)": lambda x: fnp.linspace(x, 2.0, 3),
+}
+
+
+@pytest.mark.parametrize("mode", ["eager", "grad", "jit"])
+@pytest.mark.parametrize("name", sorted(SCALAR_UPDATES))
+def test_python_scalars_join_the_device_in_index_updates(name: str, mode: str) -> None:
+    f = SCALAR_UPDATES[name]
+    x = np.linspace(0.5, 2.0, 5)
+    if mode == "grad":
+        f = fx.grad(lambda x, f=f: fnp.sum(fnp.sin(f(x))))
+    elif mode == "jit":
+        f = fx.jit(f)
+    want = f(x)
+    got = f(to_dev(x))
+    assert_matches(got, want, f"{name} ({mode})", 1e-12, 1e-13)
+
+
 def test_mlp_gradient_runs_on_the_device_end_to_end() -> None:
     rng = np.random.default_rng(5)
     sizes = [16, 32, 8]

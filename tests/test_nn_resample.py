@@ -101,9 +101,28 @@ def test_interpolate_matches_torch(mode: str, data: Any) -> None:
             kw["antialias"] = False  # PyTorch bug: see test_interpolate_antialias_width_one
     note(f"shape {shape}, mode {mode}, {kw}")
     x = rng_of(draw).uniform(-2, 2, shape)
+    check_interpolate(mode, kw, x, draw(st.integers(0, 2**31)))
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear", "linear"])
+@pytest.mark.parametrize("align_corners", [None, False, True])
+def test_interpolate_scale_factor_keeping_the_size(mode: str, align_corners: Any) -> None:
+    """A scale factor (not 1) that leaves an axis's size unchanged still resamples it: the
+    forward applies the factor, and so does the gradient (PyTorch's bicubic backward copies
+    the axis instead; hypothesis found shape (1, 1, 1, 2) with factors (1.0, 1.1))."""
+    shape = (1, 1, 1, 2) if mode != "linear" else (1, 1, 2)
+    kw = {"scale_factor": (1.0, 1.1) if mode != "linear" else 1.1,
+          "align_corners": align_corners}
+    check_interpolate(mode, kw, np.array([0.3, -0.7]).reshape(shape), 0)
+
+
+def check_interpolate(mode: str, kw: dict, x: np.ndarray, seed: int) -> None:
+    """interpolate(x, mode, **kw): values and gradient against PyTorch's, or (where PyTorch's
+    backward is not the transpose of its forward) the gradient against that transpose."""
+    shape = x.shape
+    spatial = shape[2:]
     fx_fn = lambda a: fnn.interpolate(a, mode=mode, **kw)  # noqa: E731
     torch_fn = lambda a: F.interpolate(a, mode=mode, **kw)  # noqa: E731
-    seed = draw(st.integers(0, 2**31))
     if _torch_backward_is_transpose(mode, spatial, kw):
         check_against_torch(fx_fn, torch_fn, (x,), seed)
     # Always: the gradient is the transpose of PyTorch's forward map (interpolate is linear
@@ -123,8 +142,10 @@ def _torch_backward_is_transpose(mode: str, spatial: tuple, kw: dict) -> bool:
     "nearest" exactly doubles it, PyTorch's forward and backward kernels disagree: 1-d/3-d
     "nearest" forward applies the scale-factor formula while its backward copies the axis
     (or halves the indices); antialiased forward copies the unchanged axis while its
-    backward applies the filter. (2-d "nearest" copies in both.) functx follows the forward;
-    in those cases its gradient is checked against the transpose of PyTorch's forward only.
+    backward applies the filter; "bicubic" (without align_corners) forward applies the
+    scale factor while its backward copies the axis. (2-d "nearest" copies in both.) functx
+    follows the forward; in those cases its gradient is checked against the transpose of
+    PyTorch's forward only.
     """
     if "scale_factor" not in kw or kw.get("recompute_scale_factor"):
         return True
@@ -133,7 +154,7 @@ def _torch_backward_is_transpose(mode: str, spatial: tuple, kw: dict) -> bool:
     if mode == "nearest" and len(spatial) != 2:
         return not any(int(n * f) in (n, 2 * n) and f not in (1.0, 2.0)
                        for n, f in zip(spatial, factors))
-    if kw.get("antialias"):
+    if kw.get("antialias") or (mode == "bicubic" and not kw.get("align_corners")):
         return not any(int(n * f) == n and f != 1.0 for n, f in zip(spatial, factors))
     return True
 

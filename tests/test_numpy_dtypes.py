@@ -64,6 +64,32 @@ def test_python_strings_and_bytes_are_refused_where_numpy_would_not_compute() ->
         fnp.asarray([1.0, 2.0], dtype=str)
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda: fnp.add(X, "a"), "add"),
+    (lambda: fnp.add("a", X), "add"),
+    (lambda: fnp.multiply(X, b"ab"), "multiply"),
+    (lambda: fnp.maximum(X, ["a", "b", "c"]), "maximum"),
+    (lambda: fnp.arctan2(X, "a"), "arctan2"),
+    (lambda: fnp.add(X, "a", dtype=np.float64), "add"),
+    (lambda: fnp.sin("a"), "sin"),
+    (lambda: fnp.negative(["a"]), "negative"),
+    (lambda: fnp.logical_and(X, "a"), "logical_and"),
+    (lambda: fnp.isposinf("a"), "isposinf"),
+    (lambda: fnp.nan_to_num("a"), "nan_to_num"),
+    (lambda: fnp.round("a"), "round"),
+    (lambda: fnp.clip("a", 0.0, 1.0), "clip"),
+    (lambda: fnp.clip(X, "a", 1.0), "clip"),
+    (lambda: fnp.where(X > 1, "a", X), "where"),
+], ids=lambda v: "" if callable(v) else v)
+def test_python_strings_are_refused_in_the_name_of_the_function_called(call: Any,
+                                                                       name: str) -> None:
+    # The string is converted by the operand helpers; the error names the user's function,
+    # not the asarray they call internally.
+    with pytest.raises(DTypeError, match=rf"^functx\.numpy\.{name} got an operand of dtype "
+                                         r"[<|][US]\d+ \("):
+        call()
+
+
 def test_inside_grad_the_error_names_the_function_not_a_later_primitive() -> None:
     with pytest.raises(DTypeError, match=r"functx\.numpy\.multiply got an operand of dtype "
                                          r"<U1"):

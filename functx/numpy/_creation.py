@@ -241,17 +241,21 @@ def linspace(start: Any, stop: Any, num: builtins.int = 50, endpoint: builtins.b
     delta = _ew.sub(stop, start)
     div = num - 1 if endpoint else num
     extra = len(delta.shape)
-    steps = _host_array(np.arange(num, dtype=dt).reshape((num,) + (1,) * extra))
+    # The host constants below live where start and stop do (a device array's scalars join
+    # its device in each operation, but these are not scalars).
+    steps = _fshape.on_device_of(delta, _host_array(
+        np.arange(num, dtype=dt).reshape((num,) + (1,) * extra)))
     if div > 0:
         step = _ew.div(delta, np.full((), div, dt))
         y = _ew.mul(steps, step)
     else:
-        step = _fshape.broadcast_to(np.full((), math.nan, dt), tuple(delta.shape))
+        step = _fshape.broadcast_to(_fshape.on_device_of(delta, np.full((), math.nan, dt)),
+                                    tuple(delta.shape))
         y = _ew.mul(steps, delta)
     y = _ew.add(y, start)
     if endpoint and num > 1:
         last = np.arange(num).reshape((num,) + (1,) * extra) == num - 1
-        y = _ew.select(_host_array(last), stop, y)
+        y = _ew.select(_fshape.on_device_of(delta, _host_array(last)), stop, y)
     if axis != 0:
         y = _fshape.moveaxis(y, 0, axis)
     if dtype is not None:

@@ -447,6 +447,10 @@ class _IndexUpdateRef:
             pos = getitem(on_device_of(x, ids), self._idx)
         v = as_array(values)
         v = astype(v, x.dtype) if v.dtype != x.dtype else v
+        if type(v) is np.ndarray and v.ndim == 0:
+            # A Python or NumPy scalar joins x's device (as in every binary operation)
+            # before it is broadcast: a broadcast host array would be a host operand.
+            v = on_device_of(x, v)
         target = tuple(pos.shape)
         extra = len(v.shape) - len(target)
         if extra > 0 and builtins.all(d == 1 for d in v.shape[:extra]):

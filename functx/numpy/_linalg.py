@@ -29,6 +29,7 @@ from functx.numpy._shape import (
     as_array,
     broadcast_shapes,
     broadcast_to,
+    join_scalars,
     moveaxis,
     norm_axes,
     on_device_of,
@@ -172,13 +173,14 @@ def inner(a: Any, b: Any, /) -> Any:
 def outer(a: Any, b: Any, out: Any = None) -> Any:
     """``a.ravel()[:, None] * b.ravel()[None, :]``."""
     check_no_out("outer", out)
-    a, b = ravel(as_array(a)), ravel(as_array(b))
+    a, b = join_scalars(as_array(a), as_array(b))
+    a, b = ravel(a), ravel(b)
     return multiply(_p.reshape(a, (a.shape[0], 1)), _p.reshape(b, (1, b.shape[0])))
 
 
 def kron(a: Any, b: Any) -> Any:
     """The Kronecker product: blocks of ``b`` scaled by the entries of ``a``."""
-    a, b = as_array(a), as_array(b)
+    a, b = join_scalars(as_array(a), as_array(b))
     nd = builtins.max(len(a.shape), len(b.shape))
     sa = (1,) * (nd - len(a.shape)) + tuple(a.shape)
     sb = (1,) * (nd - len(b.shape)) + tuple(b.shape)

@@ -61,7 +61,7 @@ uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
 float16, float32, float64 = np.float16, np.float32, np.float64
 complex64, complex128 = np.complex64, np.complex128
 intp, uintp = np.intp, np.uintp
-dtype, finfo, iinfo = np.dtype, np.finfo, np.iinfo
+dtype, iinfo = np.dtype, np.iinfo
 generic, number, integer = np.generic, np.number, np.integer
 signedinteger, unsignedinteger = np.signedinteger, np.unsignedinteger
 inexact, floating, complexfloating = np.inexact, np.floating, np.complexfloating
@@ -70,6 +70,29 @@ issubdtype = np.issubdtype
 PY_SCALARS = (builtins.bool, builtins.int, builtins.float, builtins.complex)
 # A representative Python scalar per dtype kind: what a weak value promotes like.
 _WEAK_STAND_IN = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
+
+
+def finfo(dtype: Any) -> Any:
+    """Machine limits of a floating-point dtype (``np.finfo``), bfloat16 included (through
+    ``ml_dtypes.finfo``, as ``jnp.finfo`` does).
+
+    Example:
+        >>> float(fnp.finfo(ml_dtypes.bfloat16).eps)
+        0.0078125
+    """
+    dt = dtype.dtype if isinstance(getattr(dtype, "dtype", None), np.dtype) else np.dtype(dtype)
+    if dt.kind == "V" and dt.type is not np.void:
+        import ml_dtypes  # a dependency; only its own dtypes get here
+
+        return ml_dtypes.finfo(dt)
+    return np.finfo(dt)
+
+
+def is_inexact(dt: Any) -> builtins.bool:
+    """Whether ``dt`` is a floating-point or complex dtype (bfloat16 included: NumPy's
+    ``kind`` says ``V`` for it)."""
+    dt = np.dtype(dt)
+    return dt.kind in "fc" or (dt.kind == "V" and dt.type is not np.void)
 
 
 def is_tracer(x: Any) -> builtins.bool:

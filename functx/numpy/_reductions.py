@@ -93,8 +93,8 @@ def _mean_dtypes(a: Any, dtype: Any) -> tuple[np.dtype, np.dtype]:
         return np.dtype(dtype), np.dtype(dtype)
     if a.dtype.kind in "biu":
         return np.dtype(np.float64), np.dtype(np.float64)
-    if a.dtype == np.float16:
-        return np.dtype(np.float32), np.dtype(np.float16)
+    if a.dtype == np.float16 or a.dtype.name == "bfloat16":  # accumulated in float32
+        return np.dtype(np.float32), a.dtype
     return a.dtype, a.dtype
 
 

@@ -115,6 +115,17 @@ def on_device_of(like: Any, host: np.ndarray) -> Any:
     return host if xp is np else xp.asarray(host)
 
 
+def join_scalars(*xs: Any) -> tuple:
+    """``xs`` with the 0-d host arrays among them (Python and NumPy scalars) moved to the
+    device of the first other operand, as a binary primitive would move them: for functions
+    that reshape or broadcast their operands before they meet (``outer``, ``kron``...)."""
+    like = next((x for x in xs if type(x) is not np.ndarray), None)
+    if like is None:
+        return xs
+    return tuple(on_device_of(like, x) if type(x) is np.ndarray and x.ndim == 0 else x
+                 for x in xs)
+
+
 def num_elements(x: Any) -> int:
     """The number of elements of an array or tracer (a static int)."""
     return int(np.prod(x.shape, dtype=np.int64))

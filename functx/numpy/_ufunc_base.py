@@ -12,12 +12,12 @@ import numpy as np
 from functx.tracing import Tracer
 from functx.numpy._promotion import (
     PY_SCALARS,
-    asarray,
     astype,
     check_no_out,
     is_tracer,
     promote_args_dtype,
     result_type,
+    to_array,
 )
 from functx.numpy import _shape as _fshape
 
@@ -30,20 +30,25 @@ def quiet_unused_branch() -> Any:
 # operand handling
 
 
-def unary_operand(x: Any, dtype: Any = None) -> Any:
-    """A tracer or array for ``x`` (Python scalars become strong 0-d arrays, as in NumPy)."""
+def unary_operand(name: str, x: Any, dtype: Any = None) -> Any:
+    """A tracer or array for the operand ``x`` of the functx.numpy function ``name``
+    (Python scalars become strong 0-d arrays, as in NumPy).
+
+    Raises:
+        DTypeError: ``x`` is not numeric (a string...); the message names ``name``.
+    """
     if not (is_tracer(x) or isinstance(x, np.ndarray)):
-        x = asarray(x)
+        x = to_array(name, x)
     return x if dtype is None else astype(x, dtype)
 
 
-def binary_operand(x: Any, dtype: Any = None) -> Any:
+def binary_operand(name: str, x: Any, dtype: Any = None) -> Any:
     """Like :func:`unary_operand`, but Python scalars stay (weak) Python scalars."""
     if dtype is not None:
-        return astype(x, dtype)
+        return astype(to_array(name, x), dtype)
     if is_tracer(x) or isinstance(x, (np.ndarray,) + PY_SCALARS):
         return x
-    return asarray(x)
+    return to_array(name, x)
 
 
 # Operand types the wrappers pass on untouched (the fast path of every call).
@@ -63,14 +68,14 @@ def as_ufunc(impl: Callable) -> Callable:
         def ufunc(x, /, out=None, *, dtype=None):
             if out is not None or dtype is not None or type(x) not in READY:
                 check_no_out(name, out)
-                x = unary_operand(x, dtype)
+                x = unary_operand(name, x, dtype)
             return impl(x)
     else:
         def ufunc(x1, x2, /, out=None, *, dtype=None):
             if (out is not None or dtype is not None or type(x1) not in _READY_OR_SCALAR
                     or type(x2) not in _READY_OR_SCALAR):
                 check_no_out(name, out)
-                x1, x2 = binary_operand(x1, dtype), binary_operand(x2, dtype)
+                x1, x2 = binary_operand(name, x1, dtype), binary_operand(name, x2, dtype)
             return impl(x1, x2)
     ufunc.__name__ = ufunc.__qualname__ = name
     ufunc.__doc__ = impl.__doc__

@@ -46,6 +46,8 @@ from functx.numpy._promotion import (
     asarray,
     astype,
     check_no_out,
+    finfo,
+    is_inexact,
     is_tracer,
     promote_args,
     promote_args_dtype,
@@ -65,6 +67,7 @@ from functx.numpy._ufunc_base import (
     zero_of,
 )
 from functx.primitives import elementwise as _ew
+from functx.primitives.misc import stop_gradient
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder",
@@ -130,11 +133,13 @@ def floor_divide(x1, x2):
 
     For floats this is NumPy's exact algorithm (``(x1 - x1 % x2) / x2`` rounded), not
     ``floor(x1 / x2)``: e.g. ``1 // 0.1 == 9``. Division by zero gives ``x1 / 0``. The
-    gradient is zero.
+    gradient is zero everywhere, at a zero divisor too (as in JAX): the result is piecewise
+    constant, so no derivative flows through the operands.
     """
     a, b, dt = promote_int8_for_bool("floor_divide", x1, x2)
     if dt.kind in "iu":
         return _ew.div(a, b)
+    a, b = stop_gradient(a), stop_gradient(b)
     quotient = _ew.round(_ew.div(_ew.sub(a, _ew.rem(a, b)), b), rounding_method="half_to_even")
     return _ew.select(_ew.eq(b, np.zeros((), dt)), _ew.div(a, b), quotient)
 
@@ -151,10 +156,22 @@ mod = remainder
 
 @as_ufunc
 def fmod(x1, x2):
-    """Elementwise C-style remainder: the result has the sign of the dividend ``x1``."""
+    """Elementwise C-style remainder: the result has the sign of the dividend ``x1``.
+
+    The gradient is ``1`` for ``x1`` and ``-trunc(x1 / x2)`` for ``x2`` (JAX's, at a zero
+    divisor too: ``|x2|`` is taken with a select, whose derivative at 0 is 1, not abs's 0).
+    """
     a, b, dt = promote_int8_for_bool("fmod", x1, x2)
-    b = _ew.abs(b)
-    return _ew.select(_ew.lt(a, np.zeros((), dt)), _ew.neg(_ew.rem(_ew.neg(a), b)), _ew.rem(a, b))
+    zero = np.zeros((), dt)
+    if dt.kind in "iu":
+        b = _ew.abs(b)
+        return _ew.select(_ew.lt(a, zero), _ew.neg(_ew.rem(_ew.neg(a), b)), _ew.rem(a, b))
+    # |x1| and |x2| by selects (derivative +-1 everywhere), one rem (no untaken branch
+    # whose infinite derivative times a zero cotangent would give NaN at x2 == 0)
+    negative = _ew.lt(a, zero)
+    r = _ew.rem(_ew.select(negative, _ew.neg(a), a),
+                _ew.select(_ew.lt(b, zero), _ew.neg(b), b))
+    return _ew.select(negative, _ew.neg(r), r)
 
 
 def divmod(x1: Any, x2: Any, /, out: Any = None) -> tuple:
@@ -281,7 +298,7 @@ def minimum(x1, x2):
 
 def _nan_ignoring(name: str, extremum: Callable, x1: Any, x2: Any) -> Any:
     (a, b), dt = promote_args_dtype(name, x1, x2)
-    if dt.kind not in "fc":
+    if not is_inexact(dt):
         return extremum(a, b)
     return _ew.select(_ew.ne(b, b), a, _ew.select(_ew.ne(a, a), b, extremum(a, b)))
 
@@ -338,7 +355,7 @@ def round(a: Any, decimals: builtins.int = 0, out: Any = None) -> Any:
     Integers are returned as they are for ``decimals >= 0``. The gradient is zero.
     """
     check_no_out("round", out)
-    a = unary_operand(a)
+    a = unary_operand("round", a)
     decimals = builtins.int(decimals)
     if a.dtype.kind in "iu":
         if decimals >= 0:
@@ -377,12 +394,12 @@ def clip(a: Any, a_min: Any = _NO_VALUE, a_max: Any = _NO_VALUE, out: Any = None
     lo = None if lo is _NO_VALUE else lo
     hi = None if hi is _NO_VALUE else hi
     if lo is None and hi is None:
-        return same(unary_operand(a))
-    a = binary_operand(a)
-    bounds = [binary_operand(v) for v in (lo, hi) if v is not None]
+        return same(unary_operand("clip", a))
+    a = binary_operand("clip", a)
+    bounds = [binary_operand("clip", v) for v in (lo, hi) if v is not None]
     dt = result_type(a, *bounds)
     a, *bounds = promote_args("clip", a, *bounds, np.zeros((), dt))[:-1]
-    if dt.kind in "fc":
+    if is_inexact(dt):
         lowest, highest = -np.inf, np.inf
     elif dt.kind in "iu":
         lowest, highest = np.iinfo(dt).min, np.iinfo(dt).max
@@ -413,8 +430,8 @@ def where(condition: Any, x: Any = None, y: Any = None, /) -> Any:
     if x is None or y is None:
         raise TypeError("functx.numpy.where needs either one argument or three (condition, x, "
                         "y); both x and y must be given.")
-    cond = truthy(unary_operand(condition))
-    a, b = promote_args("where", binary_operand(x), binary_operand(y))
+    cond = truthy(unary_operand("where", condition))
+    a, b = promote_args("where", binary_operand("where", x), binary_operand("where", y))
     return _ew.select(cond, a, b)
 
 
@@ -469,26 +486,26 @@ def greater_equal(x1, x2):
     return _compare("greater_equal", _ew.ge, x1, x2)
 
 
-def _bools(x: Any) -> Any:
-    return truthy(unary_operand(x))
+def _bools(name: str, x: Any) -> Any:
+    return truthy(unary_operand(name, x))
 
 
 @as_ufunc
 def logical_and(x1, x2):
     """Elementwise logical and of the truth values (nonzero is true)."""
-    return _ew.and_(_bools(x1), _bools(x2))
+    return _ew.and_(_bools("logical_and", x1), _bools("logical_and", x2))
 
 
 @as_ufunc
 def logical_or(x1, x2):
     """Elementwise logical or of the truth values (nonzero is true)."""
-    return _ew.or_(_bools(x1), _bools(x2))
+    return _ew.or_(_bools("logical_or", x1), _bools("logical_or", x2))
 
 
 @as_ufunc
 def logical_xor(x1, x2):
     """Elementwise logical exclusive or of the truth values (nonzero is true)."""
-    return _ew.xor(_bools(x1), _bools(x2))
+    return _ew.xor(_bools("logical_xor", x1), _bools("logical_xor", x2))
 
 
 @as_ufunc
@@ -538,26 +555,26 @@ bitwise_not = invert
 @as_ufunc
 def isfinite(x):
     """Elementwise: not inf and not NaN (always true for integers)."""
-    return _ew.is_finite(x) if x.dtype.kind in "fc" else full_bool(x, True)
+    return _ew.is_finite(x) if is_inexact(x.dtype) else full_bool(x, True)
 
 
 @as_ufunc
 def isnan(x):
     """Elementwise: is NaN (always false for integers)."""
-    return _ew.ne(x, x) if x.dtype.kind in "fc" else full_bool(x, False)
+    return _ew.ne(x, x) if is_inexact(x.dtype) else full_bool(x, False)
 
 
 @as_ufunc
 def isinf(x):
     """Elementwise: is +inf or -inf (always false for integers)."""
-    if x.dtype.kind not in "fc":
+    if not is_inexact(x.dtype):
         return full_bool(x, False)
     return _ew.eq(_ew.abs(x), np.full((), np.inf, x.dtype))
 
 
-def _is_value(x: Any, value: float) -> Any:
-    x = unary_operand(x)
-    if x.dtype.kind not in "fc":
+def _is_value(name: str, x: Any, value: float) -> Any:
+    x = unary_operand(name, x)
+    if not is_inexact(x.dtype):
         return full_bool(x, False)
     return _ew.eq(x, np.full((), value, x.dtype))
 
@@ -565,13 +582,13 @@ def _is_value(x: Any, value: float) -> Any:
 def isposinf(x: Any, out: Any = None) -> Any:
     """Elementwise: is +inf (always false for integers)."""
     check_no_out("isposinf", out)
-    return _is_value(x, np.inf)
+    return _is_value("isposinf", x, np.inf)
 
 
 def isneginf(x: Any, out: Any = None) -> Any:
     """Elementwise: is -inf (always false for integers)."""
     check_no_out("isneginf", out)
-    return _is_value(x, -np.inf)
+    return _is_value("isneginf", x, -np.inf)
 
 
 @as_ufunc
@@ -597,10 +614,10 @@ def nan_to_num(x: Any, copy: builtins.bool = True, nan: float = 0.0, posinf: Any
     -inf by ``neginf`` (default: the most negative finite value). Integers are unchanged.
     The gradient flows through the finite entries.
     """
-    x = unary_operand(x)
-    if x.dtype.kind not in "fc":
+    x = unary_operand("nan_to_num", x)
+    if not is_inexact(x.dtype):
         return same(x)
-    info = np.finfo(x.dtype)
+    info = finfo(x.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
     x = _ew.select(_ew.ne(x, x), np.full((), nan, x.dtype), x)

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from functx.numpy._promotion import astype
+from functx.numpy._promotion import astype, finfo
 from functx.numpy._ufunc_base import (
     as_ufunc,
     promote_inexact,
@@ -105,10 +105,15 @@ def reciprocal(x):
 
 @as_ufunc
 def cbrt(x):
-    """Elementwise real cube root: ``sign(x) * |x| ** (1/3)`` (within an ulp of NumPy's)."""
+    """Elementwise real cube root: ``sign(x) * |x| ** (1/3)`` (within an ulp of NumPy's).
+
+    The gradient is ``1 / (3 cbrt(x)**2)``: ``inf`` at 0, as in JAX (``|x|`` is taken with a
+    select, whose derivative at 0 is 1, so ``0 * inf`` is never formed).
+    """
     x = to_inexact(x)
-    root = _ew.pow(_ew.abs(x), np.full((), 1.0 / 3.0, x.dtype))
-    return _ew.select(_ew.lt(x, zero_of(x)), _ew.neg(root), root)
+    negative = _ew.lt(x, zero_of(x))
+    root = _ew.pow(_ew.select(negative, _ew.neg(x), x), np.full((), 1.0 / 3.0, x.dtype))
+    return _ew.select(negative, _ew.neg(root), root)
 
 
 # ----------------------------------------------------------------------------------------
@@ -199,7 +204,7 @@ def arcsinh(x):
     neg = _ew.lt(x, zero_of(x))
     t = _ew.select(neg, _ew.neg(x), x)
     one = np.ones((), x.dtype)
-    big = _ew.gt(t, np.full((), 1.0 / math.sqrt(np.finfo(x.dtype).eps), x.dtype))
+    big = _ew.gt(t, np.full((), 1.0 / math.sqrt(finfo(x.dtype).eps), x.dtype))
     r = _double_where(
         big, t, lambda u: _ew.add(_ew.log(u), np.full((), _LN2, x.dtype)),
         lambda u: _ew.log1p(_ew.add(u, _ew.div(_ew.mul(u, u), _ew.add(
@@ -306,6 +311,6 @@ def sinc(x):
     """
     x = astype(x, np.float64) if x.dtype.kind in "biu" else x
     y = _ew.mul(np.full((), math.pi, x.dtype), x)
-    y = _ew.select(_ew.eq(y, zero_of(y)), np.full((), np.finfo(x.dtype).eps, x.dtype), y)
+    y = _ew.select(_ew.eq(y, zero_of(y)), np.full((), finfo(x.dtype).eps, x.dtype), y)
     return _ew.div(_ew.sin(y), y)
 

@@ -39,11 +39,18 @@ def broadcast_shapes(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
 _WEAK_PLACEHOLDER = {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}
 
 
+def is_extension_float(dt: np.dtype) -> bool:
+    """Whether ``dt`` is a floating-point type NumPy does not know as one (kind ``V`` with its
+    own scalar type: ``ml_dtypes.bfloat16`` and its kin)."""
+    return dt.kind == "V" and dt.type is not np.void
+
+
 def same_dtypes(name: str, *avals: AbstractArray) -> np.dtype:
     """The common dtype of ``avals``, which must all be equal at the primitive level.
 
     Weakly typed operands (Python scalars) take the dtype of the others where NumPy 2
-    would keep that dtype (``f32`` with ``2.0`` is ``f32``; ``i64`` with ``2.5`` is an error).
+    would keep that dtype (``f32`` with ``2.0`` is ``f32``; ``i64`` with ``2.5`` is an error),
+    and where JAX would for bfloat16 (a weak bool, int or float keeps it, as for float16).
 
     Raises:
         DTypeError: they differ; functx.numpy promotes dtypes, primitives do not.
@@ -52,7 +59,10 @@ def same_dtypes(name: str, *avals: AbstractArray) -> np.dtype:
     dt = strong[0] if strong else avals[0].dtype
     for a in avals:
         if a.weak_type and strong:
-            ok = np.result_type(dt, _WEAK_PLACEHOLDER.get(a.dtype.kind, 0.0)) == dt
+            if is_extension_float(dt):  # NumPy promotes bfloat16 with 0.0 to float64
+                ok = a.dtype.kind in "biuf"
+            else:
+                ok = np.result_type(dt, _WEAK_PLACEHOLDER.get(a.dtype.kind, 0.0)) == dt
         else:
             ok = a.dtype == dt
         if not ok:
@@ -76,6 +86,33 @@ def require_dtype_kind(name: str, aval: AbstractArray, kinds: str, what: str) ->
 
 def is_float(aval: Any) -> bool:
     return np.dtype(aval.dtype).kind in "fc" or aval.dtype.name == "bfloat16"
+
+
+def is_real_float(dt: Any) -> bool:
+    """Whether ``dt`` is a real floating-point dtype (float16/32/64 or bfloat16)."""
+    dt = np.dtype(dt)
+    return dt.kind == "f" or is_extension_float(dt)
+
+
+_F32 = np.dtype(np.float32)
+
+
+def compute_dtype(dt: Any) -> np.dtype:
+    """The dtype an implementation computes a result of dtype ``dt`` in: float32 for the
+    half-precision types (float16, bfloat16: the result is rounded once, at the end), else
+    ``dt`` itself."""
+    dt = np.dtype(dt)
+    return _F32 if (dt.kind == "f" and dt.itemsize == 2) or is_extension_float(dt) else dt
+
+
+def in_compute_dtype(*arrays: Any) -> tuple:
+    """``arrays`` converted to :func:`compute_dtype` of the first one's dtype (the same
+    arrays where that is their own dtype). Implementations call this on entry and round
+    their results back to the input dtype once, at the end."""
+    dt = compute_dtype(arrays[0].dtype)
+    if dt == arrays[0].dtype:
+        return arrays
+    return tuple(a.astype(dt) if hasattr(a, "astype") else a for a in arrays)
 
 
 def normalize_axes(name: str, axes: Sequence[int], ndim: int) -> tuple[int, ...]:

@@ -35,9 +35,9 @@ them passes through; otherwise it moves to the front of ``q``, ``k``, ``v`` (and
 unbatched ones are broadcast, and a batched bias gets unit axes to broadcast against them.
 
 The CPU implementation is the same algorithm in NumPy. On both backends float16 operands
-compute in float32 and the results are rounded to float16 once, at the end (as PyTorch's
-fused float16 attention accumulates in float32); float32 and float64 compute in their own
-dtype.
+(and bfloat16 ones, CPU only) compute in float32 and the results are rounded once, at the
+end (as PyTorch's fused float16 attention accumulates in float32); float32 and float64
+compute in their own dtype. The composite rules do the same (``in_float32``).
 """
 from __future__ import annotations
 
@@ -53,7 +53,15 @@ from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import add_tangents, batch_size, broadcast_to_shape, to_front
-from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
+from functx.primitives._precision import in_float32
+from functx.primitives._util import (
+    fmt,
+    in_compute_dtype,
+    is_real_float,
+    ndim_of,
+    same_dtypes,
+    shape_of,
+)
 from functx.primitives.cuda import attention as _cuda
 from functx.primitives.linalg import dot_general
 from functx.primitives.misc import stop_gradient
@@ -82,7 +90,7 @@ def _check_operands(name: str, q: AbstractArray, k: AbstractArray, v: AbstractAr
     """Checks the operands; returns the logits' shape ``batch + (L, S)``."""
     avals = (q, k, v, b) + (() if ct is None else (ct,))
     for a in avals:
-        if np.dtype(a.dtype).kind != "f":
+        if not is_real_float(a.dtype):
             raise DTypeError(f"{name} needs real floating-point operands but got "
                              f"{fmt(avals)}. Convert them with x.astype(np.float32) first.")
     same_dtypes(name, *avals)
@@ -170,16 +178,9 @@ def _sum_to(xp: Any, a: Any, shape: tuple[int, ...]) -> Any:
     return xp.reshape(xp.sum(a, axis=axes) if axes else a.copy(), shape)
 
 
-def _in_compute_dtype(*arrays: Any) -> tuple:
-    """The operands in the dtype the implementations compute in: float16 as float32."""
-    if np.dtype(arrays[0].dtype) != np.float16:
-        return arrays
-    return tuple(a.astype(np.float32) for a in arrays)
-
-
 def _attention_impl(xp, q, k, v, b, *, scale, causal, softcap):
     dt = np.dtype(q.dtype)
-    q, k, v, b = _in_compute_dtype(q, k, v, b)
+    q, k, v, b = in_compute_dtype(q, k, v, b)
     with np.errstate(invalid="ignore", over="ignore"):
         s, _ = _logits(xp, q, k, b, scale, causal, softcap, False)
         return xp.matmul(_softmax_rows(xp, s), v).astype(dt, copy=False)
@@ -187,7 +188,7 @@ def _attention_impl(xp, q, k, v, b, *, scale, causal, softcap):
 
 def _attention_grad_impl(xp, q, k, v, b, ct, *, scale, causal, softcap, bias_grad):
     dt = np.dtype(q.dtype)
-    q, k, v, b, ct = _in_compute_dtype(q, k, v, b, ct)
+    q, k, v, b, ct = in_compute_dtype(q, k, v, b, ct)
     with np.errstate(invalid="ignore", over="ignore"):
         s, t = _logits(xp, q, k, b, scale, causal, softcap, True)
         p = _softmax_rows(xp, s)
@@ -277,6 +278,7 @@ def _composite_probs(q: Any, k: Any, b: Any, scale: float, causal: bool,
     return safe_softmax(s), dsdx
 
 
+@in_float32
 def _grad_composite(q: Any, k: Any, v: Any, b: Any, ct: Any, *, scale: float, causal: bool,
                     softcap: float | None, bias_grad: bool) -> tuple:
     """``dot_product_attention_grad``'s outputs in functx operations."""
@@ -303,7 +305,12 @@ def _attention_vjp(ct, ins, out, *, scale, causal, softcap, needs):
 
 @dot_product_attention_p.def_jvp
 def _attention_jvp(tangents, primals, out, *, scale, causal, softcap):
-    (tq, tk, tv, tb), (q, k, v, b) = tangents, primals
+    return _attention_jvp_formula(*primals, *tangents, scale=scale, causal=causal,
+                                  softcap=softcap)
+
+
+@in_float32
+def _attention_jvp_formula(q, k, v, b, tq, tk, tv, tb, *, scale, causal, softcap):
     p, dsdx = _composite_probs(q, k, b, scale, causal, softcap)
     kt = _mT(k)
     tx = None if tq is None else _matmul(tq, kt)

@@ -28,7 +28,8 @@ alpha_{t-1}(s-2) if the skip is allowed)`` sum over path prefixes, the backward 
 The implementations run the recursions in log space, vectorised over the batch (a Python
 loop over ``T`` of ``[N, 2S+1]`` array operations), for NumPy and CuPy alike. ``ctc_loss``
 keeps one time step of ``alpha``; ``ctc_posteriors`` keeps both lattices (``2 T N (2S+1)``
-values) for the length of one call.
+values) for the length of one call. Half-precision ``log_probs`` (float16, bfloat16) are
+computed in float32, the results rounded once, and so is the composite ``log Z``.
 
 Rules:
 
@@ -58,7 +59,8 @@ from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import batch_at, batch_size
-from functx.primitives._util import shape_of
+from functx.primitives._precision import in_float32
+from functx.primitives._util import in_compute_dtype, is_real_float, shape_of
 from functx.primitives.misc import stop_gradient
 from functx.registry import Primitive, composite_jvp
 from functx.registry.hooks import HOOKS
@@ -73,7 +75,7 @@ def _check_operands(name: str, log_probs: AbstractArray, targets: AbstractArray,
                     input_lengths: AbstractArray, target_lengths: AbstractArray,
                     blank: int) -> tuple[int, int, int]:
     """``(T, N, C)`` after checking ranks, dtypes, matching batch sizes and ``blank``."""
-    if log_probs.dtype.kind != "f":
+    if not is_real_float(log_probs.dtype):
         raise DTypeError(f"{name} needs floating-point log_probs but got {log_probs}. Convert "
                          "them with x.astype(np.float32) (or float64) first.")
     if log_probs.ndim != 3:
@@ -183,9 +185,11 @@ def _nll(xp: Any, a: Any, target_lengths: Any, zero_infinity: bool) -> Any:
 
 
 def _loss_impl(xp, log_probs, targets, input_lengths, target_lengths, *, blank, zero_infinity):
+    dtype = log_probs.dtype
+    (log_probs,) = in_compute_dtype(log_probs)
     _, lp_ext, skip = _lattice(xp, log_probs, targets, blank)
     a, _ = _forward(xp, lp_ext, skip, input_lengths, keep=False)
-    return _nll(xp, a, target_lengths, zero_infinity)
+    return _nll(xp, a, target_lengths, zero_infinity).astype(dtype, copy=False)
 
 
 def _backward(xp: Any, lp_ext: Any, skip: Any, input_lengths: Any, target_lengths: Any) -> Any:
@@ -209,6 +213,8 @@ def _backward(xp: Any, lp_ext: Any, skip: Any, input_lengths: Any, target_length
 def _posteriors_impl(xp, log_probs, targets, input_lengths, target_lengths, *, blank,
                      zero_infinity):
     t_len, n, c = log_probs.shape
+    out_dtype = log_probs.dtype
+    (log_probs,) = in_compute_dtype(log_probs)
     dtype = log_probs.dtype
     ext, lp_ext, skip = _lattice(xp, log_probs, targets, blank)
     a, alphas = _forward(xp, lp_ext, skip, input_lengths, keep=True)
@@ -224,7 +230,7 @@ def _posteriors_impl(xp, log_probs, targets, input_lengths, target_lengths, *, b
     fill = 0 if zero_infinity else np.nan
     bad = (~feasible)[None, :, None] & (xp.arange(t_len)[:, None, None]
                                         < input_lengths[None, :, None])
-    return xp.ascontiguousarray(xp.where(bad, fill, gamma).astype(dtype, copy=False))
+    return xp.ascontiguousarray(xp.where(bad, fill, gamma).astype(out_dtype, copy=False))
 
 
 # -- the composite log Z (for the derivatives of ctc_posteriors) ------------------------------
@@ -285,12 +291,13 @@ def _log_z(lp: Any, targets: Any, input_lengths: Any, target_lengths: Any,
     return log_z + fnp.log(fnp.sum(fnp.where(ends, a, 0), axis=1))
 
 
-def _hessian_product(v: Any, primals: tuple, blank: int, zero_infinity: bool) -> Any:
+@in_float32
+def _hessian_product(v: Any, log_probs: Any, targets: Any, input_lengths: Any,
+                     target_lengths: Any, blank: int, zero_infinity: bool) -> Any:
     """``H v`` with ``H`` the Hessian of ``log Z`` in ``log_probs``: the JVP of
     ctc_posteriors, and (``H`` being symmetric) its VJP. Rows without an alignment get NaN
     (0 with ``zero_infinity``) where ``t < T_n``, as ctc_posteriors itself does."""
     fnp = HOOKS.numpy
-    log_probs, targets, input_lengths, target_lengths = primals
     t_len = shape_of(log_probs)[0]
     feasible = _feasible(fnp, targets, input_lengths, target_lengths)
     safe_lengths = fnp.where(feasible, target_lengths, 0)  # keeps the composite finite
@@ -332,14 +339,14 @@ def _loss_jvp(tangents, primals, out, *, blank, zero_infinity):
 
 @ctc_posteriors_p.def_vjp(save_inputs=(0, 1, 2, 3))
 def _posteriors_vjp(ct, ins, out, *, blank, zero_infinity):
-    return _hessian_product(ct, tuple(ins), blank, zero_infinity), None, None, None
+    return _hessian_product(ct, *ins, blank, zero_infinity), None, None, None
 
 
 @ctc_posteriors_p.def_jvp
 def _posteriors_jvp(tangents, primals, out, *, blank, zero_infinity):
     if tangents[0] is None:
         return None
-    return _hessian_product(tangents[0], tuple(primals), blank, zero_infinity)
+    return _hessian_product(tangents[0], *primals, blank, zero_infinity)
 
 
 def _folded(args: tuple, dims: tuple) -> tuple[tuple, int, int]:

@@ -36,7 +36,9 @@ Batching: normalisation is over one axis, so a batch axis anywhere else passes t
 batch on that axis (``layer_norm``'s last) moves to the front. A per-example weight or bias
 falls back to the primitive without affine parameters and a broadcast product.
 
-All implementations compute in the input's dtype (float32 accumulates in float32).
+Dtypes: float16, bfloat16, float32 and float64. The CPU implementations compute float32
+and float64 in their own dtype, and the half-precision types (float16, bfloat16) in float32,
+rounding each result once, at the end (``functx.primitives._util.in_compute_dtype``).
 """
 from __future__ import annotations
 
@@ -52,7 +54,14 @@ from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import (add_tangents, batch_size, broadcast_to_shape,
                                          moveaxis, to_front, unary_batch)
-from functx.primitives._util import ndim_of, same_dtypes, shape_of
+from functx.primitives._precision import in_float32
+from functx.primitives._util import (
+    in_compute_dtype,
+    is_real_float,
+    ndim_of,
+    same_dtypes,
+    shape_of,
+)
 from functx.primitives.cuda import fused as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -71,7 +80,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 # -- shared checks and helpers ---------------------------------------------------------------
 
 def _check_real_float(name: str, x: AbstractArray) -> None:
-    if x.dtype.kind != "f":
+    if not is_real_float(x.dtype):
         raise DTypeError(f"{name} needs a real floating-point operand but got {x}. Convert it "
                          "with x.astype(np.float32) (or float64) first.")
 
@@ -140,20 +149,24 @@ def _ln_stats(xp: Any, x: Any, eps: float) -> tuple[Any, Any]:
 
 
 def _ln_impl(xp: Any, x: Any, w: Any, b: Any, *, eps: float) -> Any:
+    dt = x.dtype
     if x.size == 0:
-        return xp.zeros(x.shape, x.dtype)
+        return xp.zeros(x.shape, dt)
+    x, w, b = in_compute_dtype(x, w, b)
     xhat, _ = _ln_stats(xp, x, eps)
-    return (xhat * w + b).astype(x.dtype, copy=False)
+    return (xhat * w + b).astype(dt, copy=False)
 
 
 def _ln_grad_impl(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> Any:
+    dt = x.dtype
     if x.size == 0:
-        return xp.zeros(x.shape, x.dtype)
+        return xp.zeros(x.shape, dt)
+    x, w, g = in_compute_dtype(x, w, g)
     xhat, rstd = _ln_stats(xp, x, eps)
     gw = g * w
     out = rstd * (gw - xp.mean(gw, axis=-1, keepdims=True)
                   - xhat * xp.mean(gw * xhat, axis=-1, keepdims=True))
-    return out.astype(x.dtype, copy=False)
+    return out.astype(dt, copy=False)
 
 
 layer_norm_p = Primitive("layer_norm")
@@ -212,6 +225,7 @@ def _ln_batch(args, dims, *, eps):
 
 # The same formula as _ln_grad_impl, in functx operations: the derivatives of layer_norm_grad
 # are its derivatives (every order exists; only second and higher orders pay for it).
+@in_float32
 def _ln_grad_composite(x: Any, w: Any, g: Any, *, eps: float) -> Any:
     last = ndim_of(x) - 1
     inv_d = 1.0 / shape_of(x)[-1]
@@ -265,14 +279,15 @@ def _ln_grads_aval(x: AbstractArray, w: AbstractArray, g: AbstractArray, *,
 
 def _ln_grads_impl(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> tuple:
     lead = tuple(range(x.ndim - 1))
+    dt = x.dtype
     if x.size == 0:
-        return (xp.zeros(x.shape, x.dtype), xp.zeros(x.shape[-1:], x.dtype),
-                xp.zeros(x.shape[-1:], x.dtype))
+        return (xp.zeros(x.shape, dt), xp.zeros(x.shape[-1:], dt), xp.zeros(x.shape[-1:], dt))
+    dx = _ln_grad_impl(xp, x, w, g, eps=eps)
+    x, w, g = in_compute_dtype(x, w, g)
     xhat, _ = _ln_stats(xp, x, eps)
     dw = xp.sum(g * xhat, axis=lead) if lead else g * xhat
     db = xp.sum(g, axis=lead) if lead else xp.array(g, copy=True)
-    return (_ln_grad_impl(xp, x, w, g, eps=eps), dw.astype(x.dtype, copy=False),
-            db.astype(x.dtype, copy=False))
+    return dx, dw.astype(dt, copy=False), db.astype(dt, copy=False)
 
 
 layer_norm_grads_p = Primitive("layer_norm_grads", multiple_results=True)
@@ -281,6 +296,7 @@ layer_norm_grads_p.def_impl(_ln_grads_impl)
 layer_norm_grads_p.def_impl(_cuda.layer_norm_grads, backend="cuda")
 
 
+@in_float32
 def _ln_grads_composite(x: Any, w: Any, g: Any, *, eps: float) -> tuple:
     """``layer_norm_grads``'s outputs in functx operations (its derivatives' formula)."""
     lead = tuple(range(ndim_of(x) - 1))
@@ -356,19 +372,24 @@ def _shifted(xp: Any, x: Any, axis: int) -> Any:
 
 
 def _softmax_impl(xp: Any, x: Any, *, axis: int) -> Any:
+    dt = x.dtype
     if x.size == 0:
-        return xp.zeros(x.shape, x.dtype)
+        return xp.zeros(x.shape, dt)
+    (x,) = in_compute_dtype(x)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         e = xp.exp(_shifted(xp, x, axis))
-        return e / xp.sum(e, axis=axis, keepdims=True)
+        return (e / xp.sum(e, axis=axis, keepdims=True)).astype(dt, copy=False)
 
 
 def _log_softmax_impl(xp: Any, x: Any, *, axis: int) -> Any:
+    dt = x.dtype
     if x.size == 0:
-        return xp.zeros(x.shape, x.dtype)
+        return xp.zeros(x.shape, dt)
+    (x,) = in_compute_dtype(x)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         s = _shifted(xp, x, axis)
-        return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+        return (s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))).astype(dt,
+                                                                                copy=False)
 
 
 def _axis_batch(prim: Primitive):
@@ -414,9 +435,11 @@ def _log_softmax_grad_aval(y: AbstractArray, g: AbstractArray, *, axis: int) -> 
 
 
 def _log_softmax_grad_impl(xp: Any, y: Any, g: Any, *, axis: int) -> Any:
+    dt = y.dtype
     if y.size == 0:
-        return xp.zeros(y.shape, y.dtype)
-    return (g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)).astype(y.dtype, copy=False)
+        return xp.zeros(y.shape, dt)
+    y, g = in_compute_dtype(y, g)
+    return (g - xp.exp(y) * xp.sum(g, axis=axis, keepdims=True)).astype(dt, copy=False)
 
 
 log_softmax_grad_p = Primitive("log_softmax_grad")
@@ -505,21 +528,28 @@ def _gelu_grad_aval(x: AbstractArray, g: AbstractArray, *, approximate: str) -> 
 
 
 def _gelu_impl(xp: Any, x: Any, *, approximate: str) -> Any:
+    dt = x.dtype
+    (x,) = in_compute_dtype(x)
     if approximate == "tanh":
-        return 0.5 * x * (1 + xp.tanh(GELU_C * (x + GELU_A * (x * x * x))))
-    return 0.5 * x * (1 + _ew._erf_impl(xp, x * _INV_SQRT2))
+        out = 0.5 * x * (1 + xp.tanh(GELU_C * (x + GELU_A * (x * x * x))))
+    else:
+        out = 0.5 * x * (1 + _ew._erf_impl(xp, x * _INV_SQRT2))
+    return out.astype(dt, copy=False)
 
 
 def _gelu_grad_impl(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
+    dt = x.dtype
+    x, g = in_compute_dtype(x, g)
     if approximate == "tanh":
         t = xp.tanh(GELU_C * (x + GELU_A * (x * x * x)))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (GELU_C * (1 + 3 * GELU_A * (x * x)))
     else:
         d = (0.5 * (1 + _ew._erf_impl(xp, x * _INV_SQRT2))
              + x * xp.exp(-0.5 * (x * x)) * _INV_SQRT_2PI)
-    return (g * d).astype(x.dtype, copy=False)
+    return (g * d).astype(dt, copy=False)
 
 
+@in_float32
 def _gelu_second(x: Any, approximate: str) -> Any:
     """``gelu''(x)`` in functx operations: ``phi(x) (2 - x^2)``, or for the tanh form
     ``(1 - t^2) (u' - x t u'^2 + x u'' / 2)`` with ``u = c (x + a x^3)``, ``t = tanh(u)``."""

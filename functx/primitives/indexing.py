@@ -23,7 +23,7 @@ from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import batch_at, batch_size, instantiate, linear_jvp
-from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
+from functx.primitives._util import compute_dtype, fmt, ndim_of, same_dtypes, shape_of
 from functx.primitives.cuda import indexing as _cuda
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -150,12 +150,14 @@ scatter_add_p.def_abstract_eval(_scatter_aval("scatter_add"))
 
 @scatter_add_p.def_impl
 def _scatter_add_impl(xp, x, indices, updates, *, axis):
-    out = xp.array(x, copy=True)
+    # Half precision (float16, bfloat16) accumulates duplicates in float32, rounded once.
+    acc = compute_dtype(x.dtype) if x.dtype.kind in "fV" else x.dtype
+    out = x.astype(acc) if acc != x.dtype else xp.array(x, copy=True)
     # add.at with one 1-d index array is several times faster than with an N-d one
     flat = xp.reshape(_clip(xp, indices, x.shape[axis]), (-1,))
     xp.add.at(out, _where(flat, axis),
               xp.reshape(updates, x.shape[:axis] + (flat.size,) + x.shape[axis + 1:]))
-    return out
+    return out if acc == x.dtype else out.astype(x.dtype)
 
 
 scatter_add_p.def_impl(_cuda.scatter_add, backend="cuda")  # atomics, per dtype

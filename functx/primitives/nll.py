@@ -23,7 +23,8 @@ Each primitive is linear in its array operand (``x``, ``g``), and the other one 
 transpose there: that is the VJP and JVP of each in that operand. Derivatives with respect
 to the weights, and batching where weights differ per example or a reduction must stay
 per example, use the same formulas in composite functx operations (``take_along`` /
-``put_along``). Implementations compute in the input's dtype.
+``put_along``). Implementations compute in the input's dtype, half precision (float16,
+bfloat16) in float32 with the result rounded once.
 """
 from __future__ import annotations
 
@@ -38,7 +39,14 @@ from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import add_tangents, batch_at, batch_size, moveaxis
-from functx.primitives._util import fmt, ndim_of, same_dtypes, shape_of
+from functx.primitives._util import (
+    fmt,
+    in_compute_dtype,
+    is_real_float,
+    ndim_of,
+    same_dtypes,
+    shape_of,
+)
 from functx.primitives.cuda import nll as _cuda
 from functx.primitives.indexing import put_along, put_one_per_row, take_along
 from functx.registry import Primitive, composite_jvp, composite_vjp
@@ -59,7 +67,7 @@ def _check(name: str, t: AbstractArray, w: AbstractArray, f: AbstractArray, axis
     if t.dtype.kind not in "iu":
         raise DTypeError(f"{name} needs integer class indices but got {t}; convert them with "
                          ".astype(int).")
-    if f.dtype.kind != "f":
+    if not is_real_float(f.dtype):
         raise DTypeError(f"{name} needs a real floating-point operand but got {f}.")
     if not 0 <= axis <= t.ndim:
         raise ShapeError(f"{name}: the class axis {axis} is out of range for targets {t}.")
@@ -104,6 +112,8 @@ def _targets(xp: Any, t: Any, w: Any, n: int) -> tuple[Any, Any, Any]:
 
 
 def _nll_impl(xp: Any, x: Any, t: Any, w: Any, *, axis: int, reduction: str) -> Any:
+    dt = x.dtype
+    x, w = in_compute_dtype(x, w)
     n = x.shape[axis]
     ok, safe, wt = _targets(xp, t, w, n)
     if n == 0 or t.size == 0:
@@ -113,25 +123,27 @@ def _nll_impl(xp: Any, x: Any, t: Any, w: Any, *, axis: int, reduction: str) -> 
         picked = xp.where(ok, picked, xp.zeros((), x.dtype))
     terms = -(wt * picked)
     if reduction == "none":
-        return terms.astype(x.dtype, copy=False)
+        return terms.astype(dt, copy=False)
     total = xp.sum(terms)
     if reduction == "mean":
         with np.errstate(invalid="ignore", divide="ignore"):
             total = total / xp.sum(wt)
-    return xp.asarray(total, dtype=x.dtype)
+    return xp.asarray(total, dtype=dt)
 
 
 def _nll_grad_impl(xp: Any, t: Any, w: Any, g: Any, *, axis: int, size: int,
                    reduction: str) -> Any:
-    out = xp.zeros(t.shape[:axis] + (size,) + t.shape[axis:], g.dtype)
+    dt = g.dtype
+    out = xp.zeros(t.shape[:axis] + (size,) + t.shape[axis:], dt)
     if size == 0 or t.size == 0:
         return out
+    g, w = in_compute_dtype(g, w)
     ok, safe, wt = _targets(xp, t, w, size)
     coef = -(wt * g)
     if reduction == "mean":
         with np.errstate(invalid="ignore", divide="ignore"):
             coef = coef / xp.sum(wt)
-    coef = xp.where(ok, coef, xp.zeros((), g.dtype)).astype(g.dtype, copy=False)
+    coef = xp.where(ok, coef, xp.zeros((), coef.dtype)).astype(dt, copy=False)
     return put_one_per_row(xp, out.shape, axis, safe, coef)
 
 

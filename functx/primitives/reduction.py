@@ -3,12 +3,14 @@
 ``axes`` is always a tuple of non-negative, distinct, in-range ints. Reducing over an empty
 axis gives the reduction's identity: 0 for sums, 1 for products, -inf/+inf (the integer
 minimum/maximum, False/True for bool) for maxima/minima; ``argmax``/``argmin`` of an empty
-axis are errors, as in NumPy.
+axis are errors, as in NumPy. Sums, products and cumulative sums of half-precision arrays
+(float16, bfloat16) accumulate in float32 and are rounded once.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from functx.errors import DTypeError, ShapeError
@@ -16,7 +18,7 @@ from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import linear_jvp
-from functx.primitives._util import is_float, normalize_axes
+from functx.primitives._util import compute_dtype, is_float, normalize_axes
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -63,10 +65,29 @@ def _axes_batch(prim: Primitive):
 
 reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_sum", x, axes))
-reduce_sum_p.def_impl(lambda xp, x, *, axes: xp.sum(x, axis=axes, dtype=x.dtype))
-# NumPy's own: the ufunc method, without np.sum's Python-level dispatch (a hot path of grad).
-reduce_sum_p.def_impl(lambda xp, x, *, axes: np.add.reduce(x, axis=axes, dtype=x.dtype),
-                      backend="cpu")
+# Half precision (float16, bfloat16) accumulates in float32, rounded once: NumPy sums
+# bfloat16 in bfloat16 (20000 x 0.1 gives 32) and cumsum rounds every partial sum.
+_ACCUMULATE = {np.dtype(np.float16): np.dtype(np.float32),
+               np.dtype(ml_dtypes.bfloat16): np.dtype(np.float32)}
+
+
+def _sum_impl(xp, x, *, axes):
+    acc = _ACCUMULATE.get(x.dtype)
+    if acc is None:
+        return xp.sum(x, axis=axes, dtype=x.dtype)
+    return xp.sum(x, axis=axes, dtype=acc).astype(x.dtype)
+
+
+def _sum_impl_cpu(xp, x, *, axes):
+    # NumPy's own: the ufunc method, without np.sum's Python-level dispatch (a hot path).
+    acc = _ACCUMULATE.get(x.dtype)
+    if acc is None:
+        return np.add.reduce(x, axis=axes, dtype=x.dtype)
+    return np.add.reduce(x, axis=axes, dtype=acc).astype(x.dtype)
+
+
+reduce_sum_p.def_impl(_sum_impl)
+reduce_sum_p.def_impl(_sum_impl_cpu, backend="cpu")
 reduce_sum_p.def_vjp(lambda ct, ins, out, *, axes: (expand_reduced(ct, ins[0], axes),))
 reduce_sum_p.def_jvp(linear_jvp(reduce_sum_p))
 reduce_sum_p.def_batch(_axes_batch(reduce_sum_p))
@@ -189,7 +210,8 @@ def _products_of_others(a: Any) -> Any:
 
 reduce_prod_p = Primitive("reduce_prod")
 reduce_prod_p.def_abstract_eval(lambda x, *, axes: reduced_aval("reduce_prod", x, axes))
-reduce_prod_p.def_impl(lambda xp, x, *, axes: xp.prod(x, axis=axes, dtype=x.dtype))
+reduce_prod_p.def_impl(lambda xp, x, *, axes: xp.prod(x, axis=axes, dtype=compute_dtype(
+    x.dtype) if is_float(x) else x.dtype).astype(x.dtype, copy=False))
 
 
 @reduce_prod_p.def_vjp(save_inputs=(0,))
@@ -302,9 +324,11 @@ def _cumsum_aval(x: AbstractArray, *, axis: int, reverse: bool) -> AbstractArray
 
 @cumsum_p.def_impl
 def _cumsum_impl(xp, x, *, axis, reverse):
+    acc = _ACCUMULATE.get(x.dtype, x.dtype)  # half precision: in float32, rounded once
     if not reverse:
-        return xp.cumsum(x, axis=axis, dtype=x.dtype)
-    return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return xp.cumsum(x, axis=axis, dtype=acc).astype(x.dtype, copy=False)
+    return xp.flip(xp.cumsum(xp.flip(x, axis), axis=axis, dtype=acc), axis).astype(
+        x.dtype, copy=False)
 
 
 cumsum_p.def_vjp(lambda ct, ins, out, *, axis, reverse:

@@ -43,7 +43,7 @@ def softplus(x):
 @softplus.defjvp
 def _softplus_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
-    return softplus(x), fnp.multiply(t, fnp.divide(1.0, 1.0 + fnp.exp(fnp.negative(x))))
+    return softplus(x), fnp.multiply(t, fnp.divide(1.0, fnp.add(1.0, fnp.exp(fnp.negative(x)))))
 
 
 SPECS = [

@@ -14,7 +14,13 @@ from functx.ir import AbstractArray
 from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import broadcast_to_shape
-from functx.primitives._util import broadcast_shapes, fmt, same_dtypes, shape_of
+from functx.primitives._util import (
+    broadcast_shapes,
+    fmt,
+    is_extension_float,
+    same_dtypes,
+    shape_of,
+)
 from functx.registry import Primitive
 
 
@@ -80,6 +86,53 @@ def make_binary_aval(name: str, accepts: str = "any", out_dtype: Any = None) -> 
     return rule
 
 
+_PY_SCALARS = frozenset({bool, int, float, complex})
+
+
+def join_weak(xp: Any, args: tuple) -> tuple:
+    """``args`` with Python scalars made 0-d arrays of the array operands' dtype where NumPy
+    would not keep that dtype (bfloat16: a Python float turns it into float32 or float64).
+    The shape rules promise the array's dtype (``bf16 * 2.0`` is bfloat16, as in JAX)."""
+    for a in args:
+        if type(a) not in _PY_SCALARS:
+            dt = np.dtype(a.dtype)
+            if not is_extension_float(dt):
+                return args
+            return tuple(xp.asarray(v, dtype=dt) if type(v) in _PY_SCALARS else v
+                         for v in args)
+    return args
+
+
+def weak_scalars_kept(impl: Callable) -> Callable:
+    """The rule ``impl(xp, *arrays)`` with its operands first passed through
+    :func:`join_weak` when one is a Python scalar (a type test per operand otherwise)."""
+    def rule(xp, *args, **params):
+        for a in args:
+            if type(a) in _PY_SCALARS:
+                args = join_weak(xp, args)
+                break
+        return impl(xp, *args, **params)
+    rule.__name__ = rule.__qualname__ = impl.__name__
+    return rule
+
+
+def _cpu_binary_ufunc(name: str) -> Callable:
+    """NumPy's binary ufunc ``name`` with :func:`join_weak` applied to Python scalars: the
+    CPU implementation of a binary primitive defined by a ufunc's name (CuPy, which has no
+    bfloat16, keeps the bare ufunc)."""
+    ufunc = getattr(np, name)
+
+    def rule(xp, x, y):
+        if type(y) in _PY_SCALARS:
+            if type(x) not in _PY_SCALARS and x.dtype.kind == "V":
+                x, y = join_weak(np, (x, y))
+        elif type(x) in _PY_SCALARS and y.dtype.kind == "V":
+            x, y = join_weak(np, (x, y))
+        return ufunc(x, y)
+    rule.__name__ = rule.__qualname__ = name
+    return rule
+
+
 def unary(name: str, impl: Callable | str, accepts: str = "any",
           out_dtype: Any = None) -> Primitive:
     """A new elementwise unary primitive with the same-shape rule and a generic impl (a
@@ -92,10 +145,15 @@ def unary(name: str, impl: Callable | str, accepts: str = "any",
 
 def binary(name: str, impl: Callable | str, accepts: str = "any",
            out_dtype: Any = None) -> Primitive:
-    """A new broadcasting binary primitive with a generic impl (as for :func:`unary`)."""
+    """A new broadcasting binary primitive with a generic impl (as for :func:`unary`); a
+    Python scalar operand keeps the other operand's dtype (:func:`weak_scalars_kept`)."""
     p = Primitive(name)
     p.def_abstract_eval(make_binary_aval(name, accepts, out_dtype))
-    p.def_impl(impl)
+    if isinstance(impl, str):
+        p.def_impl(impl)
+        p.def_impl(_cpu_binary_ufunc(impl), backend="cpu")
+    else:
+        p.def_impl(weak_scalars_kept(impl))
     return p
 
 

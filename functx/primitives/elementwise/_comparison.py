@@ -24,6 +24,7 @@ from functx.primitives.elementwise._common import (
     scalar,
     unary,
     unbroadcast,
+    weak_scalars_kept,
 )
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -164,7 +165,7 @@ def _select_impl(xp, pred, on_true, on_false):
     return xp.where(pred, on_true, on_false)
 
 
-select_p.def_impl(_select_impl)
+select_p.def_impl(weak_scalars_kept(_select_impl))
 
 
 @select_p.def_vjp(save_inputs=(0,))
@@ -209,7 +210,7 @@ def _clamp_aval(lo: AbstractArray, x: AbstractArray, hi: AbstractArray) -> Abstr
     return AbstractArray(shape, dtype, lo.weak_type and x.weak_type and hi.weak_type)
 
 
-clamp_p.def_impl(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi))
+clamp_p.def_impl(weak_scalars_kept(lambda xp, lo, x, hi: xp.minimum(xp.maximum(x, lo), hi)))
 
 
 @clamp_p.def_vjp(save_inputs=True)
