@@ -21,7 +21,7 @@ from functx.errors import GradError
 from functx.ir import Trace, abstractify
 from functx.tracing import INEXACT_DTYPES, Tracer, attach_source, user_source
 from functx.transforms.reverse import (ConcreteTraceBuilder, backward_pass, read_only, seed,
-                                       zeros)
+                                       snapshot_records, zeros)
 
 
 _ONE_LEAF = tree.structure(0)  # the structure of a single array
@@ -139,6 +139,13 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         cotangent shaped like ``out`` and returns a tuple with one cotangent per primal.
         ``f_vjp`` may be called many times.
 
+    Aliasing: ``out`` shares no memory with a writeable argument, and ``f_vjp`` keeps a
+    snapshot of what it needs: writing to the primals (or to arrays ``f`` closed over)
+    after the call changes neither ``out`` nor what ``f_vjp`` returns. Only the caller's
+    writeable NumPy arrays that the backward pass reads are copied (once each); functx's
+    own results are read-only and kept as they are. CuPy arrays cannot be marked
+    read-only and are not copied: do not write to them while ``f_vjp`` is alive.
+
     Raises:
         GradError: an input or output is not an array, or a cotangent does not match.
 
@@ -151,6 +158,7 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f, primals, has_aux, "vjp")
     except GradError as e:
         raise attach_source(e, user_source(1)) from None
+    snapshot_records(res)  # f_vjp outlives the call: it must not see later writes
     f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, "vjp", consume=False)
     out = tree.unflatten(out_tree, outs)
     return (out, f_vjp, aux) if has_aux else (out, f_vjp)
