@@ -357,6 +357,24 @@ def _stack() -> list:
     return s
 
 
+def innermost_abstract_builder() -> "TraceBuilder | None":
+    """The innermost active builder of this thread when it is abstract (``make_trace``,
+    ``eval_shape``, ``jit``, ``vmap``, ``checkpoint`` tracing); None when nothing is being
+    traced or the innermost builder is concrete (``grad``, ``vjp``, ``jvp``: their values
+    are computed as they are recorded).
+
+    ``functx.numpy``'s creation functions ask it: inside an abstract trace they record a
+    small equation (a broadcast 0-d fill value) with the builder's ``process`` instead of
+    allocating a large constant that only its shape was needed of.
+    """
+    stack = getattr(_state, "stack", None)
+    if stack:
+        b = stack[-1]
+        if b.active and not b.concrete:
+            return b
+    return None
+
+
 class TraceBuilder:
     """Records equations into a trace with abstract tracers (see the module docstring)."""
 
