@@ -70,26 +70,18 @@ class Tracer:
     ``.reshape``, ``.sum`` and friends all record operations. NumPy functions and ufuncs
     called on a tracer dispatch to ``functx.numpy`` where it has the same function.
 
-    Converting a tracer to a Python value follows one rule: **a value that carries a
-    derivative never leaves the trace silently.**
-
-    * ``bool(x)`` (``if``, ``while``, ``and``/``or``, ``assert``) works wherever the value is
-      known (concrete tracing: ``grad``, ``vjp``, ``jvp``, ``linearize``): Python control flow
-      on values is supported there. A branch has no derivative of its own.
-    * ``float(x)``, ``complex(x)``, ``int(x)``, ``operator.index(x)`` (indexing a list),
-      ``x.item()`` and ``x.tolist()`` work on integer and boolean tracers whose value is
-      known: integers carry no derivative, so nothing is lost. On a floating-point or
-      complex tracer of ``grad``/``vjp``/``jvp``/``linearize`` they raise
-      :class:`ConcretizationError`: the Python number would leave the trace and the
-      transform would treat it as a constant, silently dropping its contribution to the
-      derivative (``grad(lambda x: x * float(x))(3.0)`` would give 3, not 6). Use the array
-      itself, or ``float(functx.stop_gradient(x))`` where a constant is really meant (a
-      value with no derivative is not a tracer of these transforms). JAX refuses these
-      conversions of differentiated values too.
-    * ``np.asarray(x)`` (and NumPy functions functx.numpy does not mirror) always raises: the
-      result would be an array outside the trace.
-    * In abstract tracing (``make_trace``, ``eval_shape``, ``vmap``, ``jit``,
-      ``checkpoint``) no value is known: every conversion raises ConcretizationError.
+    Conversions to Python values follow one rule: **a value that carries a derivative never
+    leaves the trace silently.** Where the value is known (``grad``, ``vjp``, ``jvp``,
+    ``linearize``), ``bool(x)`` works (Python control flow: a branch has no derivative), and
+    ``float``, ``complex``, ``int``, ``__index__`` (indexing a list), ``.item()`` and
+    ``.tolist()`` work on integer and boolean tracers (integers carry no derivative). On a
+    floating-point or complex tracer they raise :class:`ConcretizationError`, as in JAX:
+    the Python number would be a constant to the transform, silently dropping its part of
+    the derivative (``grad(lambda x: x * float(x))(3.0)`` would give 3, not 6). Use the
+    array itself, or ``float(functx.stop_gradient(x))`` where a constant is meant (a value
+    with no derivative is not a tracer of these transforms). ``np.asarray(x)`` always
+    raises; in abstract tracing (``make_trace``, ``eval_shape``, ``vmap``, ``jit``,
+    ``checkpoint``) every conversion does (no value is known).
     """
 
     __slots__ = ("_builder", "_var", "_value", "_tangent")
@@ -358,14 +350,11 @@ def _stack() -> list:
 
 
 def innermost_abstract_builder() -> "TraceBuilder | None":
-    """The innermost active builder of this thread when it is abstract (``make_trace``,
-    ``eval_shape``, ``jit``, ``vmap``, ``checkpoint`` tracing); None when nothing is being
-    traced or the innermost builder is concrete (``grad``, ``vjp``, ``jvp``: their values
-    are computed as they are recorded).
-
-    ``functx.numpy``'s creation functions ask it: inside an abstract trace they record a
-    small equation (a broadcast 0-d fill value) with the builder's ``process`` instead of
-    allocating a large constant that only its shape was needed of.
+    """The innermost active builder of this thread if it is abstract (``make_trace``,
+    ``eval_shape``, ``jit``, ``vmap``, ``checkpoint``), else None (nothing traced, or a
+    concrete builder innermost: ``grad``, ``vjp``, ``jvp``). ``functx.numpy``'s creation
+    functions ask it: there they record a small equation with the builder's ``process``
+    instead of allocating a constant of which only the shape is needed.
     """
     stack = getattr(_state, "stack", None)
     if stack:
@@ -609,15 +598,12 @@ def _check_against_abstract_eval(prim: Primitive, args: tuple, params: dict, out
 
 
 def snapshot_constants(trace: Trace) -> Trace:
-    """``trace`` with its constants that are writeable NumPy arrays (arrays the traced
-    function closed over, which their owner may write to later) replaced by read-only
-    copies; ``trace`` itself where there are none.
+    """``trace`` with its writeable NumPy constants (arrays the function closed over, which
+    their owner may write to later) replaced by read-only copies (``trace`` itself if none).
 
-    Transforms that keep a trace for later calls (``jit``'s cache, ``linearize``'s linear
-    map) call it, so that what they return does not change when the caller writes to
-    those arrays. functx's own results are read-only and are not copied; CuPy arrays have
-    no read-only flag and are kept as they are (see ``functx.backends.owned_read_only``).
-    (Literals are snapshots already: see :meth:`TraceBuilder.lift`.)
+    For transforms that keep a trace for later calls (``jit``'s cache, ``linearize``'s
+    linear map). functx's own (read-only) results and CuPy arrays are not copied (see
+    ``functx.backends.owned_read_only``); literals are snapshots already (``lift``).
     """
     values = trace.const_values
     if not any(type(c) is _ndarray and c.flags.writeable for c in values):
