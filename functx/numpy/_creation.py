@@ -35,6 +35,7 @@ from functx.numpy import _shape as _fshape
 from functx.numpy._promotion import _host_array, asarray, astype, is_tracer, result_type
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _pshape
+from functx.primitives.misc import stop_gradient
 
 __all__ = [
     "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
@@ -231,9 +232,12 @@ def tri(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float,
 
 
 def _concrete_number(x: Any) -> Any:
-    """A Python number for an ``arange`` argument (a tracer's value must be known)."""
+    """A Python number for an ``arange`` argument (a tracer's value must be known). The
+    result's length carries no derivative, so a differentiated value is read through
+    stop_gradient (``float(x)`` itself refuses: see ``functx.tracing.Tracer``), as JAX's
+    ``arange`` reads a concrete value under ``grad``."""
     if is_tracer(x):
-        return x.item()
+        return stop_gradient(x).item()
     return x
 
 
