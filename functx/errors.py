@@ -105,7 +105,10 @@ class ConcretizationError(FunctxError, TypeError):
 
     Raised by ``bool()``, ``int()``, ``float()``, ``np.asarray`` and friends on a tracer of an
     abstract trace (``make_trace``, ``eval_shape``, ``vmap``, ``jit``): only its shape and
-    dtype are known there.
+    dtype are known there. Also raised by ``float()``, ``int()``, ``complex()``, ``.item()``,
+    ``.tolist()`` and ``__index__`` on a floating-point or complex value that carries a
+    derivative (under ``grad``, ``vjp``, ``jvp``, ``linearize``): the Python value would
+    leave the trace and lose its derivative (see ``functx.tracing.Tracer``).
     """
 
 

@@ -69,6 +69,19 @@ class Tracer:
     Tracers behave like arrays: arithmetic, comparisons, ``@``, indexing, ``.T``, ``.shape``,
     ``.reshape``, ``.sum`` and friends all record operations. NumPy functions and ufuncs
     called on a tracer dispatch to ``functx.numpy`` where it has the same function.
+
+    Conversions to Python values follow one rule: **a value that carries a derivative never
+    leaves the trace silently.** Where the value is known (``grad``, ``vjp``, ``jvp``,
+    ``linearize``), ``bool(x)`` works (Python control flow: a branch has no derivative), and
+    ``float``, ``complex``, ``int``, ``__index__`` (indexing a list), ``.item()`` and
+    ``.tolist()`` work on integer and boolean tracers (integers carry no derivative). On a
+    floating-point or complex tracer they raise :class:`ConcretizationError`, as in JAX:
+    the Python number would be a constant to the transform, silently dropping its part of
+    the derivative (``grad(lambda x: x * float(x))(3.0)`` would give 3, not 6). Use the
+    array itself, or ``float(functx.stop_gradient(x))`` where a constant is meant (a value
+    with no derivative is not a tracer of these transforms). ``np.asarray(x)`` always
+    raises; in abstract tracing (``make_trace``, ``eval_shape``, ``vmap``, ``jit``,
+    ``checkpoint``) every conversion does (no value is known).
     """
 
     __slots__ = ("_builder", "_var", "_value", "_tangent")
@@ -137,27 +150,45 @@ class Tracer:
             "outside the transformed function."
             + _your_code())
 
+    def _python_value(self, what: str, example: str) -> Any:
+        """The value, for a conversion to a Python number or list (see the class docstring):
+        refused for a floating-point or complex value that carries a derivative."""
+        b = self._builder
+        if b.active and b.concrete and INEXACT_DTYPES[self._var.aval.dtype]:
+            raise ConcretizationError(
+                f"{what} of a traced {self.aval} value inside {b.transform} would turn it "
+                "into a Python value that leaves the trace: its derivative would be lost, "
+                f"and {b.transform} would treat it as a constant (silently wrong "
+                "derivatives).\n  What to do: keep computing with the array itself "
+                "(functx.numpy functions and operators work on it), or, if a constant is "
+                f"really meant, convert functx.stop_gradient(x) instead: {example}. "
+                "Integer and boolean values carry no derivative and convert freely; bool() "
+                "(an `if`) works too."
+                + _your_code())
+        return self._concrete(what)
+
     def __bool__(self) -> bool:
         return bool(self._concrete("bool() (an `if`, `while`, `and`/`or` or `assert`)"))
 
     def __int__(self) -> int:
-        return int(self._concrete("int()"))
+        return int(self._python_value("int()", "int(fx.stop_gradient(x))"))
 
     def __float__(self) -> float:
-        return float(self._concrete("float()"))
+        return float(self._python_value("float()", "float(fx.stop_gradient(x))"))
 
     def __complex__(self) -> complex:
-        return complex(self._concrete("complex()"))
+        return complex(self._python_value("complex()", "complex(fx.stop_gradient(x))"))
 
     def __index__(self) -> int:
-        return int(self._concrete("Using a traced value as an index (__index__)"))
+        return int(self._python_value("Using a traced value as an index (__index__)",
+                                      "fx.stop_gradient(x).astype(int)"))
 
     def item(self) -> Any:
-        v = self._concrete(".item()")
+        v = self._python_value(".item()", "fx.stop_gradient(x).item()")
         return v.item() if hasattr(v, "item") else np.asarray(v).item()  # (CuPy: no asarray)
 
     def tolist(self) -> Any:
-        v = self._concrete(".tolist()")
+        v = self._python_value(".tolist()", "fx.stop_gradient(x).tolist()")
         return v.tolist() if hasattr(v, "tolist") else np.asarray(v).tolist()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -318,6 +349,21 @@ def _stack() -> list:
     return s
 
 
+def innermost_abstract_builder() -> "TraceBuilder | None":
+    """The innermost active builder of this thread if it is abstract (``make_trace``,
+    ``eval_shape``, ``jit``, ``vmap``, ``checkpoint``), else None (nothing traced, or a
+    concrete builder innermost: ``grad``, ``vjp``, ``jvp``). ``functx.numpy``'s creation
+    functions ask it: there they record a small equation with the builder's ``process``
+    instead of allocating a constant of which only the shape is needed.
+    """
+    stack = getattr(_state, "stack", None)
+    if stack:
+        b = stack[-1]
+        if b.active and not b.concrete:
+            return b
+    return None
+
+
 class TraceBuilder:
     """Records equations into a trace with abstract tracers (see the module docstring)."""
 
@@ -362,8 +408,8 @@ class TraceBuilder:
         hit = self._const_ids.get(id(x))
         if hit is not None:
             return hit[1]
-        if type(x) is _ndarray and x.ndim == 0:
-            atom = Literal(x, aval_of_value(x))
+        if type(x) is _ndarray and x.ndim == 0:  # (a snapshot of the caller's writeable one)
+            atom = Literal(backends.owned_read_only(x), aval_of_value(x))
         elif type(x) is not Tracer and np.ndim(x) == 0:
             atom = Literal(x, abstractify(x))
         else:
@@ -512,9 +558,9 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
         if prim.multiple_results:
             out = [backends.finalize_cpu(o, args) for o in out]
         elif type(out) is _ndarray and out.base is None and out.flags.writeable:
-            for a in args:  # an impl may return an input itself: never touch the user's
-                if a is out:
-                    out = out.view()
+            for a in args:  # an impl may return an input itself: the caller's writeable
+                if a is out:  # array, which must not change under the result: a copy
+                    out = out.copy()
                     break
             out.flags.writeable = False
         else:
@@ -549,6 +595,21 @@ def _check_against_abstract_eval(prim: Primitive, args: tuple, params: dict, out
 
 # ----------------------------------------------------------------------------------------
 # The transform preamble (trace_function), make_trace and eval_shape
+
+
+def snapshot_constants(trace: Trace) -> Trace:
+    """``trace`` with its writeable NumPy constants (arrays the function closed over, which
+    their owner may write to later) replaced by read-only copies (``trace`` itself if none).
+
+    For transforms that keep a trace for later calls (``jit``'s cache, ``linearize``'s
+    linear map). functx's own (read-only) results and CuPy arrays are not copied (see
+    ``functx.backends.owned_read_only``); literals are snapshots already (``lift``).
+    """
+    values = trace.const_values
+    if not any(type(c) is _ndarray and c.flags.writeable for c in values):
+        return trace
+    return Trace(trace.in_vars, trace.const_vars,
+                 tuple(backends.owned_read_only(c) for c in values), trace.eqns, trace.outputs)
 
 
 def split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int], tuple]:

@@ -472,8 +472,10 @@ def test_checkpoint_keeps_less_memory() -> None:
     input) instead of all the block's intermediates; the backward peak drops too."""
     depth, batch, width = 8, 64, 128
     act = batch * width * 8
-    params = make_params(np.random.default_rng(6), depth, width)
-    x = np.random.default_rng(7).standard_normal((batch, width))
+    # functx arrays (read-only): vjp keeps snapshots (copies) of writeable NumPy arrays it
+    # needs later (tests/test_aliasing.py), which would count as kept here
+    params = tree.map(fnp.asarray, make_params(np.random.default_rng(6), depth, width))
+    x = fnp.asarray(np.random.default_rng(7).standard_normal((batch, width)))
     loss = lambda wrap: (lambda x: chain(params, x, wrap))
     kept_plain, peak_plain = _kept_and_peak(loss(None), x)
     kept_ck, peak_ck = _kept_and_peak(loss(fx.checkpoint), x)

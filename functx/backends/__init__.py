@@ -613,16 +613,47 @@ def resolve_mixed(args: tuple, op_name: str) -> tuple[Backend, tuple]:
 
 
 def finalize_cpu(out: Any, args: tuple) -> np.ndarray:
-    """Turn an impl's result into a read-only NumPy array that aliases no input."""
+    """Turn an impl's result into a read-only NumPy array that shares no memory with a
+    writeable argument.
+
+    A fresh result (it owns its memory) is only marked read-only. An input returned as it
+    is, or a view into a writeable input (``reshape``, ``transpose``, ``broadcast_to``...
+    of the caller's array), is copied: the caller may write to that array later, and a
+    result must not change when it does. Views of read-only arrays (functx's own results)
+    stay views: nothing can write to them. (A read-only view the caller made of their own
+    writeable array counts as read-only: functx looks at the flag of the argument only.)
+    """
     if type(out) is not np.ndarray:
         out = np.asarray(out)
-    if out.flags.writeable:
+    if out.base is None and out.flags.writeable:  # the common case: a fresh result
         for a in args:
-            if out is a:
-                out = out.view()
+            if out is a:  # the caller's own array, returned as it is
+                out = out.copy()
                 break
         out.flags.writeable = False
+        return out
+    for a in args:  # a view (or a read-only array): of a writeable argument?
+        if type(a) is np.ndarray and a.flags.writeable and (
+                out is a or np.may_share_memory(out, a)):
+            out = out.copy()
+            break
+    if out.flags.writeable:  # a view of a temporary of the impl (no argument's memory)
+        out.flags.writeable = False
     return out
+
+
+def owned_read_only(x: Any) -> Any:
+    """``x`` itself unless it is a writeable NumPy array (the caller's, which they may write
+    to later): then a read-only copy. Transforms use it for the values a closure keeps for
+    later (``vjp``'s residuals, ``linearize``'s constants, ``jit``'s captured constants), so
+    that those are snapshots. functx's own results are read-only and are never copied; CuPy
+    arrays have no read-only flag and are kept as they are (by convention the caller does
+    not write to an array that a functx closure holds).
+    """
+    if type(x) is np.ndarray and x.flags.writeable:
+        x = x.copy()
+        x.flags.writeable = False
+    return x
 
 
 # ----------------------------------------------------------------------------------------

@@ -5,6 +5,23 @@ weakly typed) and axis/keepdims conventions follow NumPy, so NumPy code ports by
 ``np.`` to ``fnp.``. Every function is built from functx primitives, so every transform
 works on it. Outside any transform the results are plain (read-only) NumPy arrays.
 
+Aliasing: **results never share memory with a writeable argument.** Where NumPy returns a
+view (``reshape``, ``transpose``, ``ravel``, ``broadcast_to``, ``squeeze``, ``swapaxes``,
+slicing, ``real``...), functx returns a read-only view when the argument is read-only
+(functx's own results, which nothing can write to: no copy) and a read-only copy when it
+is a writeable NumPy array of the caller's, so writing into that array later never changes
+a result. The same holds for the transforms' results, and whatever a transform's closure
+keeps for later (``vjp``'s residuals, ``linearize``'s constants, ``jit``'s captured
+constants) is a snapshot. CuPy arrays have no read-only flag: on CUDA, shape operations
+return views as CuPy does and nothing is copied (copies would cost device memory), so by
+convention the caller does not write into an array passed to functx while a result or a
+closure may still use it.
+
+Inside an abstract trace (``jit``, ``make_trace``, ``eval_shape``, ``vmap``, ``checkpoint``),
+``zeros``, ``ones``, ``full``, ``empty`` and their ``*_like`` record a broadcast of a 0-d fill
+value instead of allocating the constant (``eye``, ``tri``, ``arange`` and ``linspace`` still
+make theirs).
+
 Example:
     >>> import functx.numpy as fnp
     >>> fnp.mean(fnp.tanh(np.ones((2, 3))) ** 2, axis=0)

@@ -30,9 +30,12 @@ from typing import Any
 import numpy as np
 
 from functx import backends as _backends
+from functx import tracing as _tracing
 from functx.numpy import _shape as _fshape
 from functx.numpy._promotion import _host_array, asarray, astype, is_tracer, result_type
 from functx.primitives import elementwise as _ew
+from functx.primitives import shape as _pshape
+from functx.primitives.misc import stop_gradient
 
 __all__ = [
     "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
@@ -92,12 +95,32 @@ def _like_device(a: Any, device: Any) -> Any:
     return _backends.device_of(a)
 
 
+def _traced_fill(shape: tuple, fill_value: Any, dtype: Any, device: Any) -> Any:
+    """Inside an abstract trace (``jit``, ``make_trace``, ``eval_shape``, ``vmap``,
+    ``checkpoint``): ``full(shape, fill_value, dtype)`` recorded as a broadcast of a 0-d
+    fill value, an equation of the trace rather than a constant of the trace's full size
+    (which tracing would allocate only to read its shape, and jit would keep). None
+    elsewhere (eager, or under a concrete transform innermost: the array is made as
+    before), and for 0-d shapes (as cheap as the equation).
+    """
+    builder = _tracing.innermost_abstract_builder()
+    if builder is None or not shape:
+        return None
+    scalar = _new(device, lambda xp: xp.full((), fill_value, dtype=dtype))
+    return builder.process(_pshape.broadcast_in_dim_p, (scalar,),
+                           {"shape": shape, "broadcast_dimensions": ()})
+
+
 def zeros(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
           device: Any = None) -> Any:
     """An array of zeros (default dtype float64) on the default device (read-only on the
     CPU)."""
     shape = _shape_tuple(shape)
-    return _new(_device(device, like), lambda xp: xp.zeros(shape, dtype=dtype))
+    device = _device(device, like)
+    traced = _traced_fill(shape, 0, float if dtype is None else dtype, device)
+    if traced is not None:
+        return traced
+    return _new(device, lambda xp: xp.zeros(shape, dtype=dtype))
 
 
 def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None,
@@ -105,7 +128,11 @@ def ones(shape: Any, dtype: Any = None, order: str = "C", *, like: Any = None,
     """An array of ones (default dtype float64) on the default device (read-only on the
     CPU)."""
     shape = _shape_tuple(shape)
-    return _new(_device(device, like), lambda xp: xp.ones(shape, dtype=dtype))
+    device = _device(device, like)
+    traced = _traced_fill(shape, 1, float if dtype is None else dtype, device)
+    if traced is not None:
+        return traced
+    return _new(device, lambda xp: xp.ones(shape, dtype=dtype))
 
 
 def empty(shape: Any, dtype: Any = float, order: str = "C", *, like: Any = None,
@@ -132,6 +159,13 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
     if _backends.backend_of(fill_value) not in (None, _backends.CPU):  # a device array
         return _fshape.broadcast_to(fill_value if dtype is None else astype(fill_value, dtype),
                                     shape)
+    if isinstance(fill_value, (builtins.bool, builtins.int, builtins.float, builtins.complex,
+                               np.generic)) or (type(fill_value) is np.ndarray
+                                                and fill_value.ndim == 0):
+        dt = np.full((), fill_value, dtype=dtype).dtype  # NumPy's dtype rules
+        traced = _traced_fill(shape, fill_value, dt, device)
+        if traced is not None:
+            return traced
     if isinstance(fill_value, (builtins.bool, builtins.int, builtins.float, builtins.complex,
                                np.generic)) and _target(device) is not _backends.CPU:
         dt = np.full((), fill_value, dtype=dtype).dtype  # NumPy's dtype rules
@@ -198,9 +232,12 @@ def tri(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float,
 
 
 def _concrete_number(x: Any) -> Any:
-    """A Python number for an ``arange`` argument (a tracer's value must be known)."""
+    """A Python number for an ``arange`` argument (a tracer's value must be known). The
+    result's length carries no derivative, so a differentiated value is read through
+    stop_gradient (``float(x)`` itself refuses: see ``functx.tracing.Tracer``), as JAX's
+    ``arange`` reads a concrete value under ``grad``."""
     if is_tracer(x):
-        return x.item()
+        return stop_gradient(x).item()
     return x
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import attrs
 
 from functx import tree
+from functx.backends import owned_read_only
 from functx.errors import FunctxError, GradError
 from functx.ir import AbstractArray, abstractify
 from functx.primitives._batching import zeros_like
@@ -121,7 +122,9 @@ def _custom_vjp_aval(*avals: AbstractArray, call: VjpCall) -> list:
 @custom_vjp_call_p.def_impl
 def _custom_vjp_impl(xp: Any, *leaves: Any, call: VjpCall) -> list:
     outs, res = call.fwd(*leaves)
-    return list(outs) + list(res)
+    # The user's function may return arrays of the caller's (closed over, or inputs): bind
+    # must not mark those read-only, so writeable ones are copied.
+    return [owned_read_only(x) for x in (*outs, *res)]
 
 
 @functools.partial(custom_vjp_call_p.def_vjp, save_inputs=True, save_output=True)
@@ -335,7 +338,7 @@ def _custom_jvp_aval(*avals: AbstractArray, call: JvpCall) -> list:
 
 @custom_jvp_call_p.def_impl
 def _custom_jvp_impl(xp: Any, *leaves: Any, call: JvpCall) -> list:
-    return list(call.fun(*leaves))
+    return [owned_read_only(x) for x in call.fun(*leaves)]  # (as in _custom_vjp_impl)
 
 
 @custom_jvp_call_p.def_jvp

@@ -23,7 +23,7 @@ from functx.tracing import (INEXACT_DTYPES, Tracer, attach_source, not_an_array_
                             user_source)
 from functx.transforms._args import check_callable, index_tuple, resolve_argnums
 from functx.transforms.reverse import (ConcreteTraceBuilder, backward_pass, read_only, seed,
-                                       zeros)
+                                       snapshot_records, zeros)
 
 __all__ = ["vjp", "grad", "value_and_grad", "float0", "float0_zeros"]
 
@@ -279,6 +279,13 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         shape and dtype (Python scalars take the output's dtype); for a complex ``f`` the
         result follows JAX's convention (``f_vjp(ct) = ct * f'(z)`` for holomorphic ``f``).
 
+    Aliasing: ``out`` shares no memory with a writeable argument, and ``f_vjp`` keeps a
+    snapshot of what it needs: writing to the primals (or to arrays ``f`` closed over)
+    after the call changes neither ``out`` nor what ``f_vjp`` returns. Only the caller's
+    writeable NumPy arrays that the backward pass reads are copied (once each); functx's
+    own results are read-only and kept as they are. CuPy arrays cannot be marked
+    read-only and are not copied: do not write to them while ``f_vjp`` is alive.
+
     Raises:
         GradError: ``f`` is not callable, an input or output is not an array, or a
             cotangent does not match the outputs' structure, shapes or dtypes.
@@ -293,6 +300,7 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         trace, res, outs, out_tree, aux, in_tree, leaves = _forward(f, primals, has_aux, "vjp")
     except GradError as e:
         raise attach_source(e, user_source(1)) from None
+    snapshot_records(res)  # f_vjp outlives the call: it must not see later writes
     f_vjp = _backward_fn(trace, res, out_tree, outs, in_tree, leaves, "vjp", consume=False)
     out = tree.unflatten(out_tree, outs)
     return (out, f_vjp, aux) if has_aux else (out, f_vjp)

@@ -208,7 +208,9 @@ def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None,
         raise FunctxError(f"eval_trace: the trace takes {len(trace.in_vars)} inputs "
                           f"({', '.join(map(str, trace.in_avals))}) but got {len(args)}.")
     env: dict[Var, Any] = dict(zip(trace.in_vars, args))
-    env.update(zip(trace.const_vars, trace.const_values if consts is None else consts))
+    consts = trace.const_values if consts is None else consts
+    env.update(zip(trace.const_vars, consts))
     outs = walk(trace, env, None, dying)
-    # An output that is an input is returned as a read-only view, never the user's array.
-    return [finalize_cpu(o, args) if type(o) is np.ndarray else o for o in outs]
+    # An output that is an input or a constant is never the caller's array (a writeable one
+    # is copied: the caller may write to it later).
+    return [finalize_cpu(o, (*args, *consts)) if type(o) is np.ndarray else o for o in outs]

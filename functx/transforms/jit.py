@@ -15,8 +15,9 @@ fused elementwise kernels on CUDA and CUDA-graph replay.
 
 As in JAX, the traced function must be pure: Python side effects run once per signature,
 arrays it closes over are captured as constants when it is traced (later changes to a
-global are not seen), and Python control flow on argument values needs ``static_argnums``
-or ``functx.numpy.where``.
+global are not seen, and neither are later writes into a captured NumPy array: a
+writeable one is copied once, when it is captured), and Python control flow on argument
+values needs ``static_argnums`` or ``functx.numpy.where``.
 
 Each jitted function keeps at most :data:`CACHE_SIZE` signatures (64 by default), evicting
 the least recently used one: a function called with ever new shapes keeps bounded memory
@@ -37,7 +38,8 @@ from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, g
                              get_default_device)
 from functx.errors import ArgumentTypeError, FunctxError
 from functx.ir import Literal, Trace, abstractify
-from functx.tracing import FlatArgs, Tracer, bind, flatten_args, trace_function
+from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_constants,
+                            trace_function)
 from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
 from functx.transforms.interpret import eval_trace, prune_with_last_uses, walk
 
@@ -56,7 +58,8 @@ class _Compiled:
     __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers")
 
     def __init__(self, trace: Trace, out_tree: Any) -> None:
-        self.trace, self.dying = prune_with_last_uses(trace)
+        # the constants are kept for later calls: snapshots of the caller's writeable arrays
+        self.trace, self.dying = prune_with_last_uses(snapshot_constants(trace))
         self.out_tree = out_tree
         self.plans: dict[str, Any] = {}
         # f closed over a tracer of an enclosing transform: the trace is good for this
@@ -224,6 +227,13 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         A function with ``f``'s signature and results. ``.cache_size()`` tells how many
         signatures are cached (at most :data:`CACHE_SIZE`, least recently used evicted
         first) and ``.clear_cache()`` empties the cache.
+
+    Aliasing: results never share memory with a writeable argument (an argument returned
+    as it is, or a view of one, is copied), and the arrays ``f`` closes over are captured
+    as snapshots when it is traced: writing into one afterwards does not change later
+    results (only writeable NumPy arrays are copied, once per trace; functx's own results
+    are read-only and kept as they are). CuPy arrays cannot be marked read-only and are
+    not copied: do not write to an array a jitted function closed over.
 
     Raises:
         ArgumentTypeError: ``f`` is not callable, ``static_argnums`` is not ints,

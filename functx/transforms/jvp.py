@@ -30,7 +30,8 @@ from functx.ir import Var, abstractify
 from functx.primitives._batching import zeros_like
 from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, attach_source, aval_of_value,
-                            bind, leak_error, not_an_array_advice, user_source)
+                            bind, leak_error, not_an_array_advice, snapshot_constants,
+                            user_source)
 from functx.transforms._args import check_callable
 from functx.transforms.grad import check_cotangents, vjp
 from functx.transforms.interpret import eval_trace
@@ -293,6 +294,13 @@ def linearize(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         ``(out, f_lin)`` (``(out, f_lin, aux)`` with ``has_aux``); ``f_lin(*tangents)``
         takes one tangent per primal (same structure) and returns the output tangent.
 
+    Aliasing: ``out`` shares no memory with a writeable argument, and ``f_lin``'s
+    constants (the residuals of the linear map) are snapshots: writing to the primals (or
+    to arrays ``f`` closed over) after the call changes neither ``out`` nor what ``f_lin``
+    returns. Only the caller's writeable NumPy arrays among the constants are copied;
+    functx's own results are read-only and kept as they are. CuPy arrays cannot be marked
+    read-only and are not copied: do not write to them while ``f_lin`` is alive.
+
     Raises:
         GradError: ``f`` is not callable, an input or output is not an array; ``f_lin``
             got tangents that do not match the primals' structure, shapes or dtypes (as for
@@ -316,7 +324,7 @@ def linearize(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
                 values, t_out, out_tree, aux = _run_forward(b, f, leaves, t_in, in_tree,
                                                             has_aux, fname)
             t_out = [t if t is not None else zeros_like(v) for t, v in zip(t_out, values)]
-            lin_trace = lin.build(t_out)
+            lin_trace = snapshot_constants(lin.build(t_out))  # f_lin outlives the call
     except GradError as e:
         raise attach_source(e, user_source(1)) from None
     values = [_read_only(v, leaves) for v in values]

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx.backends import backend_of, default_backend
+from functx.backends import backend_of, default_backend, owned_read_only
 from functx.errors import MissingRuleError
 from functx.ir import Eqn, Literal, Trace, Var
 from functx.primitives.elementwise import add
@@ -29,7 +29,7 @@ from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, aval_of_value,
 from functx.transforms.interpret import walk_reverse
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
-           "is_float", "zeros", "seed", "read_only"]
+           "is_float", "zeros", "seed", "read_only", "snapshot_records"]
 
 
 # (ins, out, targets) of one equation, as the backward pass needs it: ``ins[i]`` is the
@@ -45,7 +45,9 @@ class ConcreteTraceBuilder(TraceBuilder):
     Output types come from the computed values (the eager implementation checks shapes, and
     explains a failure with the abstract-eval rule). Next to each equation it keeps the
     equation's *VJP record* (see :data:`VjpRecord`): exactly the residuals its VJP rule
-    declared, and which inputs need a cotangent. A value no record holds is freed as soon as
+    declared, and which inputs need a cotangent. Outputs that carry no derivative (of a
+    primitive with a zero VJP rule, or integer and boolean outputs) are not recorded: they
+    are returned as plain values, constants of the trace. A value no record holds is freed as soon as
     the user's code drops it; the backward pass drops each record once it has used it.
     """
 
@@ -75,6 +77,13 @@ class ConcreteTraceBuilder(TraceBuilder):
             vals.append(a)
         out = bind(prim, *vals, **params)
         multiple = prim.multiple_results
+        # An output with no derivative (a zero VJP rule: stop_gradient, floor, comparisons...;
+        # or integer/boolean outputs only) is a constant of this trace, as in JAX: it is
+        # returned as the value itself, with no equation or record (nothing flows back
+        # through it), so Python code can convert it (float(fx.stop_gradient(x))).
+        if prim.has_zero_vjp or (not any(INEXACT_DTYPES[o.dtype] for o in out) if multiple
+                                 else not INEXACT_DTYPES[out.dtype]):
+            return out
         if multiple:
             out_vars = tuple(Var(aval_of_value(o)) for o in out)
         else:
@@ -135,16 +144,43 @@ def is_float(aval: Any) -> bool:
 
 
 def read_only(x: Any, owned: Sequence[Any] = ()) -> Any:
-    """``x`` as a read-only array that aliases none of the user's ``owned`` arrays."""
+    """``x`` as a read-only array for a transform's caller: a copy of a writeable NumPy
+    array (the caller's own, or a closed-over one, which they may write to later), a view
+    of one of the caller's read-only ``owned`` arrays (never the same object), else ``x``.
+    """
     if type(x) is np.ndarray:
+        if x.flags.writeable:
+            return owned_read_only(x)
         for o in owned:
             if x is o:
-                x = x.copy()
+                x = x.view()
+                x.flags.writeable = False
                 break
-        if x.flags.writeable:
-            x = x.view()
-            x.flags.writeable = False
     return x
+
+
+def snapshot_records(records: list) -> None:
+    """Make the residuals of ``records`` that are writeable NumPy arrays (the caller's
+    inputs and the arrays the function closed over) read-only copies, in place, so that a
+    VJP function kept for later does not change when the caller writes to those arrays.
+    Each array is copied once however many records hold it; functx's own results are
+    read-only and kept as they are (see ``functx.backends.owned_read_only``)."""
+    copies: dict[int, Any] = {}
+
+    def snap(x: Any) -> Any:
+        if type(x) is not np.ndarray or not x.flags.writeable:
+            return x
+        c = copies.get(id(x))
+        if c is None:
+            c = copies[id(x)] = owned_read_only(x)
+        return c
+
+    for k, (ins, out, targets) in enumerate(records):
+        if any(type(x) is np.ndarray and x.flags.writeable for x in ins) or \
+                type(out) is np.ndarray and out.flags.writeable or \
+                type(out) is list and any(type(o) is np.ndarray for o in out):
+            new_out = [snap(o) for o in out] if type(out) is list else snap(out)
+            records[k] = (tuple(snap(x) for x in ins), new_out, targets)
 
 
 # ----------------------------------------------------------------------------------------

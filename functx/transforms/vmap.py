@@ -17,6 +17,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from functx import tracing, tree
+from functx.backends import owned_read_only
 from functx.errors import FunctxError, VmapError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
@@ -142,7 +143,9 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
             raise VmapError(f"{fname}: out_axes {dst} is out of range for output leaf {k} "
                             f"with {nd} dimensions (batch included).")
         final.append(to_axis(x, d, dst % nd, size))
-    return tree.unflatten(out_tree, final)
+    # An argument or closed-over array passed through is not returned itself: a writeable
+    # one is copied (functx's own results are read-only and returned as they are).
+    return tree.unflatten(out_tree, [owned_read_only(x) for x in final])
 
 
 def _example_avals(fname: str, leaves: list, dims: list, owners: list,
