@@ -249,7 +249,11 @@ abs = absolute
 
 @as_ufunc
 def fabs(x):
-    """Elementwise absolute value as a float (integers promote to float)."""
+    """Elementwise absolute value as a float (integers promote to float). Complex input
+    raises TypeError, as in NumPy (use ``abs``)."""
+    if x.dtype.kind == "c":
+        raise TypeError("functx.numpy.fabs does not support complex input (nor does NumPy); "
+                        "use functx.numpy.abs for the modulus.")
     return _ew.abs(to_inexact(x))
 
 
@@ -552,7 +556,8 @@ def isinf(x):
     """Elementwise: is +inf or -inf (always false for integers)."""
     if x.dtype.kind not in "fc":
         return full_bool(x, False)
-    return _ew.eq(_ew.abs(x), np.full((), np.inf, x.dtype))
+    mag = _ew.abs(x)  # of complex x: real (either part infinite)
+    return _ew.eq(mag, np.full((), np.inf, mag.dtype))
 
 
 def _is_value(x: Any, value: float) -> Any:
