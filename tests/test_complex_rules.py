@@ -28,7 +28,9 @@ b. the JVP matches central finite differences, in a real direction ``v`` and in 
    direction ``i v``; a real output has a real tangent;
 c. the VJP is the adjoint of the JVP (the identity above); cotangents have the inputs' dtypes;
 d. ``vmap`` matches a loop over examples;
-e. ``jit`` matches eager, for the function, its VJP and its JVP.
+e. ``jit`` matches eager, for the function, its VJP and its JVP;
+f. (smooth specs) the VJP rules differentiate again: reverse over reverse against finite
+   differences, in a real and an imaginary direction.
 
 Then direct checks of the convention (ground truths written down by hand, and JAX as an
 oracle where it is installed).
@@ -48,7 +50,7 @@ import functx.numpy as fnp
 from functx import tree
 from functx.errors import DTypeError
 from tests.specs import PrimSpec
-from tests.test_primitive_rules import SPECS, Call, draw_rng, per_spec
+from tests.test_primitive_rules import SMOOTH_SPECS, SPECS, Call, draw_rng, per_spec
 from tests.test_primitive_transforms import assert_tree_close, batched_case, stack_outputs
 
 C128 = np.dtype(np.complex128)
@@ -251,7 +253,8 @@ def test_complex_vmap_matches_loop(spec: PrimSpec, data: Any) -> None:
     """vmap(f, in_axes)(stacked complex examples) == the stack of f on each example."""
     call, rng = complex_call(spec, data)
     n = data.draw(st.integers(1, 3), label="batch size")
-    batched, axes, per_example = batched_case(call, data, rng, n)
+    with np.errstate(invalid="ignore"):  # complex infinities scaled (is_finite's specials)
+        batched, axes, per_example = batched_case(call, data, rng, n)
     expected = stack_outputs([call.fn(*ex) for ex in per_example])
     got = functx.vmap(call.fn, in_axes=tuple(axes), axis_size=n)(*batched)
     assert_tree_close(got, expected, f"{spec.id}: vmap with in_axes={axes}")
@@ -283,6 +286,45 @@ def test_complex_jit_matches_eager(spec: PrimSpec, data: Any) -> None:
 
     assert_tree_close(functx.jit(pull)(u, *args), pull(u, *args), f"{spec.id}: jit(vjp)")
     assert_tree_close(functx.jit(push)(ts, *args), push(ts, *args), f"{spec.id}: jit(jvp)")
+
+
+# -- f. second order: the VJP rules differentiate again on complex input -------------------------
+
+@per_spec(SMOOTH_SPECS)
+@settings(max_examples=max(3, settings.default.max_examples // 5))
+@given(data=st.data())
+def test_complex_vjp_rule_is_differentiable(spec: PrimSpec, data: Any) -> None:
+    """g(z) = Re sum_i sum(vjp(u)(z)_i * w_i) is a real function of complex z: grad(g)
+    (reverse over reverse) acts on a direction v as finite differences of g say, in a real
+    and an imaginary direction: Re sum(grad(g) * v) == (g(z + eps v) - g(z - eps v)) / 2 eps.
+    """
+    call, rng = complex_call(spec, data)
+    args, diff = call.dyn_args, call.diff
+    u = cotangent_of(call.fn(*args), rng)
+    ws = [random_of(args[i], rng) for i in diff]
+
+    def g(*xs: Any) -> Any:
+        new = list(args)
+        for i, x in zip(diff, xs):
+            new[i] = x
+        cts = functx.vjp(call.fn, *new)[1](u)
+        return sum(fnp.real(fnp.sum(cts[i] * w)) for i, w in zip(diff, ws))
+
+    primals = [args[i] for i in diff]
+    grads = functx.grad(g, argnums=tuple(range(len(diff))))(*primals)
+    eps = spec.fd_eps
+    for direction in (1.0, 1j):
+        vs = [(rng.standard_normal(np.shape(p)) * direction).astype(np.asarray(p).dtype)
+              for p in primals]
+        g_plus = float(g(*[np.asarray(p + eps * v) for p, v in zip(primals, vs)]))
+        g_minus = float(g(*[np.asarray(p - eps * v) for p, v in zip(primals, vs)]))
+        numeric = (g_plus - g_minus) / (2 * eps)
+        analytic = math.fsum(bilinear(gr, v) for gr, v in zip(grads, vs))
+        tol = (10 * spec.fd_atol * max(size(u) * size(*ws) * size(*vs), 1.0)
+               + 10 * spec.fd_rtol * abs(numeric))
+        assert abs(analytic - numeric) <= tol, (
+            f"{spec.id}: direction {direction}: grad of the VJP gives {analytic!r}, finite "
+            f"differences {numeric!r}")
 
 
 # -- the guard ----------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ from functx.primitives.elementwise._common import (
     fit_tangent,
     scalar,
     unary,
-    unary_jvp,
     unbroadcast,
 )
 from functx.primitives.elementwise._comparison import (
@@ -71,7 +70,7 @@ def _abs_aval(x: AbstractArray) -> AbstractArray:
 abs_p.def_impl("abs")
 
 
-def _abs_slope(x: Any, out: Any) -> Any:
+def _abs_slope(x: Any, out: Any = None) -> Any:
     """``d|x|``'s coefficient: ``sign(x)`` for real ``x``; for complex ``z``, ``w = |z| / z``
     (``= conj(z) / |z|``, written without conj, which lives above this module), 0 at 0.
 
@@ -81,16 +80,18 @@ def _abs_slope(x: Any, out: Any) -> Any:
     if dtype_of(x).kind != "c":
         return sign(x)
     zero = scalar(x, 0)
-    mag = convert_element_type(out, new_dtype=dtype_of(x))
+    mag = convert_element_type(abs(x) if out is None else out, new_dtype=dtype_of(x))
     return div(mag, select(eq(x, zero), scalar(x, 1), x))
 
 
-@abs_p.def_vjp(save_inputs=(0,), save_output=True)
+@abs_p.def_vjp(save_inputs=(0,))
 def _abs_vjp(ct, ins, out):
+    # |z| is recomputed for complex z rather than saved, so that real abs keeps only its
+    # input alive for the backward pass.
     x = ins[0]
     if dtype_of(x).kind == "c":
         ct = convert_element_type(ct, new_dtype=dtype_of(x))
-    return (mul(ct, _abs_slope(x, out)),)
+    return (mul(ct, _abs_slope(x)),)
 
 
 @abs_p.def_jvp
@@ -98,9 +99,9 @@ def _abs_jvp(tangents, primals, out):
     t, x = tangents[0], primals[0]
     if t is None:
         return None
-    dt = mul(t, _abs_slope(x, out))
+    d = mul(t, _abs_slope(x, out))
     # complex: the real part (convert_element_type keeps it)
-    return convert_element_type(dt, new_dtype=dtype_of(out)) if dtype_of(x).kind == "c" else dt
+    return convert_element_type(d, new_dtype=dtype_of(out)) if dtype_of(x).kind == "c" else d
 
 
 abs_p.def_batch(unary_batch(abs_p))
