@@ -47,6 +47,7 @@ from hypothesis import given, settings, strategies as st
 
 import functx
 import functx.numpy as fnp
+import functx.tracing
 from functx import tree
 from functx.errors import DTypeError
 from tests.specs import PrimSpec
@@ -354,7 +355,15 @@ def partials(f: Any, z: complex, eps: float = 1e-6) -> tuple[float, float]:
     return fx_, fy_
 
 
-def test_grad_of_squared_abs() -> None:
+@pytest.fixture(params=[True, False], ids=["checked", "unchecked"])
+def eager_checks(request: Any, monkeypatch: Any) -> bool:
+    """Run with CHECK_EAGER on (the suite's default: eager results against shape rules) and
+    off (as users run: eager binds skip the shape rules)."""
+    monkeypatch.setattr(functx.tracing, "CHECK_EAGER", request.param)
+    return request.param
+
+
+def test_grad_of_squared_abs(eager_checks: bool) -> None:
     """|z|**2 = x**2 + y**2: grad = 2x - 2iy = 6 - 8j at 3 + 4j."""
     g = functx.grad(lambda z: fnp.abs(z) ** 2)(np.asarray(3 + 4j))
     assert np.asarray(g).dtype == C128
@@ -384,7 +393,7 @@ def _rfft_abs(x: Any) -> Any:
     return fnp.sum(fnp.abs(fnp.fft.rfft(x)))
 
 
-def test_grad_through_abs_of_rfft_matches_finite_differences() -> None:
+def test_grad_through_abs_of_rfft_matches_finite_differences(eager_checks: bool) -> None:
     """A real loss of a complex intermediate: grad matches central differences on real x,
     also under jit, vmap and the Hessian (jacfwd of jacrev)."""
     rng = np.random.default_rng(0)
@@ -407,7 +416,7 @@ def test_grad_through_abs_of_rfft_matches_finite_differences() -> None:
     np.testing.assert_allclose(h, h.T, atol=1e-8)
 
 
-def test_jvp_of_abs_is_real() -> None:
+def test_jvp_of_abs_is_real(eager_checks: bool) -> None:
     """abs: complex -> real, so its tangent is real: d|z| = Re(conj(z) dz) / |z|."""
     z = np.asarray(3 + 4j)
     for dz, want in ((1.0 + 0j, 0.6), (1j, 0.8), (2 - 1j, 0.4)):
