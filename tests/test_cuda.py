@@ -31,6 +31,7 @@ from functx import tree
 from functx.errors import DeviceError, DTypeError
 from functx.primitives import indexing as ix
 from functx.primitives import linalg as la
+from tests import test_complex_rules as cx_rules
 from tests.specs import PrimSpec, all_specs
 from tests.test_primitive_rules import Call, cotangent_like, draw_rng, random_like, with_args
 
@@ -189,6 +190,87 @@ def test_vmap_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
     want = fx.vmap(example)(*stacked)
     got = fx.vmap(example)(*to_dev(stacked))
     assert_matches(got, want, f"{spec.id}: vmap", *tolerances(spec))
+
+
+# -- complex input: every primitive whose shape rule takes it (tests/test_complex_rules.py) -----
+
+def complex_case(spec: PrimSpec, data: Any) -> tuple[Call, np.random.Generator]:
+    """The spec on complex128 arguments (float64 ``x`` -> ``x + i y``), or a skip where a
+    shape rule rejects them."""
+    rng = draw_rng(data)
+    call = Call(spec, cx_rules.complexify(data.draw(spec.args, label="args"), rng))
+    reason = cx_rules.complex_rejection(spec, call)
+    if reason is not None:
+        pytest.skip(reason)
+    return call, rng
+
+
+@per_spec(SPECS)
+@examples(2)
+@given(data=st.data())
+def test_complex_impl_and_vjp_cuda_match_cpu(spec: PrimSpec, data: Any) -> None:
+    """Outputs and (complex) cotangents of complex arguments, CUDA against the CPU."""
+    call, rng = complex_case(spec, data)
+    out, f_vjp = fx.vjp(call.fn, *call.dyn_args)
+    out_d, f_vjp_d = fx.vjp(call.fn, *to_dev(call.dyn_args))
+    rtol, atol = tolerances(spec)
+    assert_matches(out_d, out, f"{spec.id} (complex128)", rtol, atol)
+    if not call.diff:
+        return
+    u = cx_rules.cotangent_of(out, rng)
+    assert_matches(f_vjp_d(to_dev(u)), f_vjp(u), f"{spec.id}: complex cotangents",
+                   rtol * 10, atol * 10)
+
+
+@per_spec(DIFF_SPECS)
+@examples(2)
+@given(data=st.data())
+def test_complex_jvp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    """Complex tangents (real ones for real outputs), CUDA against the CPU."""
+    call, rng = complex_case(spec, data)
+    tangents = cx_rules.tangents_of(call, [cx_rules.random_of(call.dyn_args[i], rng)
+                                           for i in call.diff])
+    want = fx.jvp(call.fn, call.dyn_args, tangents)
+    got = fx.jvp(call.fn, to_dev(call.dyn_args), to_dev(tangents))
+    rtol, atol = tolerances(spec)
+    assert_matches(got, want, f"{spec.id}: complex jvp", rtol * 10, atol * 10)
+
+
+@per_spec(SPECS)
+@examples(1)
+@given(data=st.data())
+def test_complex_vmap_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    """vmap over two complex examples (the drawn one and its conjugate for complex
+    arguments), CUDA against the CPU."""
+    call, _ = complex_case(spec, data)
+    args = call.dyn_args
+    batched = tuple(i for i, a in enumerate(args) if isinstance(a, (np.ndarray, np.generic)))
+    stacked = tuple(np.stack([args[i], np.conj(args[i]) if args[i].dtype.kind == "c"
+                              else args[i]]) for i in batched)
+
+    def example(*xs: Any) -> Any:
+        return call.fn(*with_args(args, batched, xs))
+
+    want = fx.vmap(example)(*stacked)
+    got = fx.vmap(example)(*to_dev(stacked))
+    assert_matches(got, want, f"{spec.id}: complex vmap", *tolerances(spec))
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_abs_and_its_gradient_keep_their_dtypes(dtype: Any) -> None:
+    """abs: complex64 -> float32, complex128 -> float64 on the device; the gradient
+    ``conj(z) / |z|`` (JAX's convention) keeps the input's dtype; rfft's power spectrum
+    differentiates to the CPU's gradient."""
+    z = np.array([3 + 4j, 0j, -1 + 0.5j], dtype)
+    real = np.finfo(np.dtype(dtype)).dtype
+    out = fnp.abs(to_dev(z))
+    assert on_dev(out) and out.dtype == real
+    g = fx.grad(lambda a: fnp.sum(fnp.abs(a)))(to_dev(z))
+    tol = 1e-6 if dtype == np.complex64 else 1e-12
+    assert_matches(g, np.conj(z) / np.where(z == 0, 1, np.abs(z)), "grad abs", tol, tol)
+    x = np.random.default_rng(6).standard_normal(16).astype(real)
+    f = lambda a: fnp.sum(fnp.abs(fnp.fft.rfft(a)))
+    assert_matches(fx.grad(f)(to_dev(x)), fx.grad(f)(x), "grad sum |rfft|", tol * 10, tol * 10)
 
 
 # -- dtypes ------------------------------------------------------------------------------------

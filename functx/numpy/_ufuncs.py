@@ -266,7 +266,11 @@ abs = absolute
 
 @as_ufunc
 def fabs(x):
-    """Elementwise absolute value as a float (integers promote to float)."""
+    """Elementwise absolute value as a float (integers promote to float). Complex input
+    raises TypeError, as in NumPy (use ``abs``)."""
+    if x.dtype.kind == "c":
+        raise TypeError("functx.numpy.fabs does not support complex input (nor does NumPy); "
+                        "use functx.numpy.abs for the modulus.")
     return _ew.abs(to_inexact(x))
 
 
@@ -569,7 +573,8 @@ def isinf(x):
     """Elementwise: is +inf or -inf (always false for integers)."""
     if not is_inexact(x.dtype):
         return full_bool(x, False)
-    return _ew.eq(_ew.abs(x), np.full((), np.inf, x.dtype))
+    mag = _ew.abs(x)  # of complex x: real (either part infinite)
+    return _ew.eq(mag, np.full((), np.inf, mag.dtype))
 
 
 def _is_value(name: str, x: Any, value: float) -> Any:

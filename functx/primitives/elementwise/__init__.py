@@ -5,9 +5,12 @@ Binary primitives broadcast their operands as NumPy does but need equal dtypes
 
 Dtypes: each primitive states what it accepts ("real floating-point", "floating-point or
 complex", "bool or integer"...) and its abstract-eval rule raises a DTypeError otherwise.
-Transcendental functions that are holomorphic accept complex inputs; their VJPs are
-``ct * f'(x)`` without conjugation, which is JAX's convention. Functions that are not
-holomorphic (``abs``, ``max``, ``atan2``, ``erf``, ``logistic``, rounding...) are real-only.
+Complex numbers (docs/complex.md): arithmetic and the transcendental functions that are
+holomorphic accept complex inputs; their VJPs are ``ct * f'(x)`` without conjugation, which
+is JAX's convention (the cotangent of ``z = x + iy`` is ``dL/dx - i dL/dy``). ``abs`` takes
+complex input to its real modulus (VJP ``ct * conj(z) / |z|``, a real JVP). The other
+functions that are not holomorphic (``sign``, ``max``, ``atan2``, ``erf``, ``logistic``,
+rounding...) are real-only, and their shape rules say so.
 
 Numerics: implementations avoid spurious floating-point warnings for inputs inside the
 function's domain, and VJP rules are written for accuracy (``tanh``, ``sqrt``, ``rsqrt``,

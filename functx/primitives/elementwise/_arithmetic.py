@@ -10,6 +10,8 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable
 
+import numpy as np
+
 from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives._batching import (
@@ -25,10 +27,16 @@ from functx.primitives.elementwise._common import (
     fit_tangent,
     scalar,
     unary,
-    unary_jvp,
     unbroadcast,
 )
-from functx.primitives.elementwise._comparison import eq, floor, gt, lt, select
+from functx.primitives.elementwise._comparison import (
+    convert_element_type,
+    eq,
+    floor,
+    gt,
+    lt,
+    select,
+)
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -46,14 +54,66 @@ def neg(x: Any) -> Any:
     return bind(neg_p, x)
 
 
-abs_p = unary("abs", "abs", "ordered")
-abs_p.def_vjp(lambda ct, ins, out: (mul(ct, sign(ins[0])),), save_inputs=(0,))
-abs_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, sign(x))))
+abs_p = Primitive("abs")
+
+
+@abs_p.def_abstract_eval
+def _abs_aval(x: AbstractArray) -> AbstractArray:
+    """Real input keeps its dtype; complex64/complex128 give float32/float64 (the modulus)."""
+    dt = np.dtype(x.dtype)
+    if dt.kind == "c":
+        return AbstractArray(x.shape, np.finfo(dt).dtype, x.weak_type)
+    check_dtype_class("abs", "ordered", x)
+    return x
+
+
+abs_p.def_impl("abs")
+
+
+def _abs_slope(x: Any, out: Any = None) -> Any:
+    """``d|x|``'s coefficient: ``sign(x)`` for real ``x``; for complex ``z``, ``w = |z| / z``
+    (``= conj(z) / |z|``, written without conj, which lives above this module), 0 at 0.
+
+    With it, in JAX's convention, the VJP is ``ct * w`` (so ``grad(abs)(z) = conj(z)/|z| =
+    d|z|/dx - i d|z|/dy``) and the JVP is the real tangent ``Re(t * w) = Re(conj(z) t)/|z|``.
+    """
+    if dtype_of(x).kind != "c":
+        return sign(x)
+    zero = scalar(x, 0)
+    mag = convert_element_type(abs(x) if out is None else out, new_dtype=dtype_of(x))
+    return div(mag, select(eq(x, zero), scalar(x, 1), x))
+
+
+@abs_p.def_vjp(save_inputs=(0,))
+def _abs_vjp(ct, ins, out):
+    # |z| is recomputed for complex z rather than saved, so that real abs keeps only its
+    # input alive for the backward pass.
+    x = ins[0]
+    if dtype_of(x).kind == "c":
+        ct = convert_element_type(ct, new_dtype=dtype_of(x))
+    return (mul(ct, _abs_slope(x)),)
+
+
+@abs_p.def_jvp
+def _abs_jvp(tangents, primals, out):
+    t, x = tangents[0], primals[0]
+    if t is None:
+        return None
+    d = mul(t, _abs_slope(x, out))
+    # complex: the real part (convert_element_type keeps it)
+    return convert_element_type(d, new_dtype=dtype_of(out)) if dtype_of(x).kind == "c" else d
+
+
 abs_p.def_batch(unary_batch(abs_p))
 
 
 def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
-    """``|x|`` for bool, integer and real floating-point ``x``; the gradient at 0 is 0."""
+    """``|x|``: bool, integer and real floating-point ``x`` keep their dtype; complex ``x``
+    gives the modulus in the real dtype of its parts (complex128 -> float64).
+
+    The gradient at 0 is 0. For complex ``z`` the gradient follows JAX's convention:
+    ``grad(abs)(z) = conj(z) / |z|``.
+    """
     return bind(abs_p, x)
 
 

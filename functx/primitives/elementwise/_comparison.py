@@ -260,8 +260,8 @@ def _convert_aval(x: AbstractArray, *, new_dtype: np.dtype) -> AbstractArray:
 
 
 def _convert_impl(xp, x, *, new_dtype):
-    if dtype_of(x).kind == "c" and new_dtype.kind != "c":
-        x = xp.real(x)  # complex -> real keeps the real part, as in JAX
+    if dtype_of(x).kind == "c" and new_dtype.kind not in "cb":
+        x = xp.real(x)  # complex -> real keeps the real part, as in JAX (bool: x != 0)
     x = xp.asarray(x)
     # A view when nothing changes: never the input itself, which eager mode marks read-only.
     return x.view() if x.dtype == new_dtype else x.astype(new_dtype)
@@ -291,8 +291,9 @@ convert_element_type_p.def_batch(unary_batch(convert_element_type_p))
 
 
 def convert_element_type(x: Any, *, new_dtype: Any) -> Any:
-    """``x`` converted to ``new_dtype`` as NumPy's ``astype`` does (complex to real keeps
-    the real part). The result is never weak-typed.
+    """``x`` converted to ``new_dtype`` as NumPy's ``astype`` does (complex to real or
+    integer keeps the real part, complex to bool is ``x != 0``). The result is never
+    weak-typed.
 
     The cotangent is converted back to ``x``'s dtype when both dtypes are floating-point;
     otherwise (an integer or bool on either side) no gradient flows.
