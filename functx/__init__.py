@@ -28,6 +28,7 @@ from functx.backends import (
 )
 from functx.errors import (
     ArgumentError,
+    ArgumentTypeError,
     ConcretizationError,
     DeviceError,
     DTypeError,
@@ -78,4 +79,5 @@ __all__ = [
     # errors
     "FunctxError", "ShapeError", "DTypeError", "ConcretizationError", "TracerLeakError",
     "MissingRuleError", "DeviceError", "GradError", "VmapError", "ArgumentError",
+    "ArgumentTypeError",
 ]

@@ -506,7 +506,7 @@ def _abstract_eval_cached(prim: Primitive, avals: tuple, params: dict) -> tuple:
 
 CHECK_EAGER = False  # tests turn this on: eager results are checked against abstract eval
 CHECK_TRACES = False  # tests turn this on: every finished trace is type-checked
-_BY_TYPE = backends._BY_TYPE
+_BY_TYPE = backends.BY_TYPE
 _CPU = backends.CPU
 _MIXED = backends.MIXED
 _ndarray = np.ndarray

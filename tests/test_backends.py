@@ -101,7 +101,7 @@ def fake():
     finally:
         if not registered:
             B._BACKENDS.pop("fakegpu", None)
-            B._BY_TYPE.pop(FakeArray, None)
+            B.BY_TYPE.pop(FakeArray, None)
 
 
 def on_fake(x: np.ndarray) -> FakeArray:
@@ -370,7 +370,7 @@ def test_resolve_mixed_places_host_scalars_and_rejects_two_device_kinds(
             fnp.multiply(x, np.ones(2).view(OtherArray))
     finally:
         B._BACKENDS.pop("fake2")
-        B._BY_TYPE.pop(OtherArray)
+        B.BY_TYPE.pop(OtherArray)
 
 
 # -- block_until_ready -------------------------------------------------------------------------
@@ -426,5 +426,5 @@ def test_block_until_ready_synchronises_each_device_once() -> None:
         assert events == []
     finally:
         B._BACKENDS.pop("fakesync")
-        B._BY_TYPE.pop(SyncArray)
+        B.BY_TYPE.pop(SyncArray)
         fx.ir.DEVICE_ARRAY_TYPES.discard(SyncArray)

@@ -162,7 +162,7 @@ def test_result_lives_on_the_keys_device() -> None:
     finally:
         if not registered:
             B._BACKENDS.pop("fakegpu", None)
-            B._BY_TYPE.pop(FakeArray, None)
+            B.BY_TYPE.pop(FakeArray, None)
 
 
 # -- statistics ------------------------------------------------------------------------------------

@@ -628,7 +628,7 @@ def device(request):
         finally:
             if not registered:
                 B._BACKENDS.pop("fakegpu", None)
-                B._BY_TYPE.pop(test_backends.FakeArray, None)
+                B.BY_TYPE.pop(test_backends.FakeArray, None)
     else:
         yield fx.Device(request.param, 0)
 

@@ -383,7 +383,7 @@ def fake_device() -> Any:
     finally:
         if not registered:
             B._BACKENDS.pop("fakegpu", None)
-            B._BY_TYPE.pop(FakeArray, None)
+            B.BY_TYPE.pop(FakeArray, None)
 
 
 def test_device_arrays_are_saved_from_the_device_and_loaded_onto_one(

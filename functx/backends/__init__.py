@@ -129,7 +129,7 @@ CPU = Backend(
 )
 
 _BACKENDS: dict[str, Backend] = {"cpu": CPU}
-_BY_TYPE: dict[type, Backend] = {t: CPU for t in (np.ndarray,)}
+BY_TYPE: dict[type, Backend] = {t: CPU for t in (np.ndarray,)}
 # Python scalars carry no device: they join whatever device the other operands are on.
 _NO_DEVICE = (bool, int, float, complex)
 # bind's marker for "the arguments span backends": see resolve_mixed.
@@ -141,7 +141,7 @@ def register_backend(backend: Backend) -> None:
     """Add a backend (the CUDA backend registers itself this way when CuPy sees a GPU)."""
     _BACKENDS[backend.name] = backend
     for t in backend.array_types:
-        _BY_TYPE[t] = backend
+        BY_TYPE[t] = backend
         if backend is not CPU:
             ir.DEVICE_ARRAY_TYPES.add(t)  # abstract values of these arrays are memoised
 
@@ -173,7 +173,7 @@ def _cuda_hint(name: str) -> str:
 
 def backend_of(x: Any) -> Backend | None:
     """The backend an array lives on, or None for Python scalars."""
-    b = _BY_TYPE.get(type(x))
+    b = BY_TYPE.get(type(x))
     if b is not None:
         return b
     if isinstance(x, _NO_DEVICE):
@@ -567,7 +567,7 @@ def backend_of_args(args: tuple, op_name: str) -> Backend:
     found = None
     first = None
     for a in args:
-        b = _BY_TYPE.get(type(a))
+        b = BY_TYPE.get(type(a))
         if b is None:
             b = backend_of(a)
             if b is None:
@@ -592,7 +592,7 @@ def resolve_mixed(args: tuple, op_name: str) -> tuple[Backend, tuple]:
     target = first = None
     host = None
     for a in args:
-        b = _BY_TYPE.get(type(a)) or backend_of(a)
+        b = BY_TYPE.get(type(a)) or backend_of(a)
         if b is None:
             continue
         if b is CPU:
@@ -607,7 +607,7 @@ def resolve_mixed(args: tuple, op_name: str) -> tuple[Backend, tuple]:
         return CPU, args
     if host is not None:
         raise _two_devices(op_name, host, CPU, first, target)
-    out = [target.scalar_from_host(a) if (_BY_TYPE.get(type(a)) or backend_of(a)) is CPU
+    out = [target.scalar_from_host(a) if (BY_TYPE.get(type(a)) or backend_of(a)) is CPU
            else a for a in args]
     return target, tuple(out)
 

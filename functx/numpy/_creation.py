@@ -2,7 +2,7 @@
 
 Creation functions with static arguments make their arrays on the default device
 (``functx.default_device``, the CPU unless set): read-only NumPy arrays made by
-``functx.numpy._promotion._host_array`` on the CPU, CuPy arrays on CUDA. ``*_like`` functions
+``functx.numpy._promotion.host_array`` on the CPU, CuPy arrays on CUDA. ``*_like`` functions
 make them on the device of their argument (the default device for Python scalars and
 abstract tracers). ``full``/``full_like`` with a traced fill value broadcast the
 tracer, and ``linspace`` with traced ``start``/``stop`` is built from primitives, so both
@@ -32,7 +32,7 @@ import numpy as np
 from functx import backends as _backends
 from functx import tracing as _tracing
 from functx.numpy import _shape as _fshape
-from functx.numpy._promotion import _host_array, asarray, astype, is_tracer, result_type
+from functx.numpy._promotion import host_array, asarray, astype, is_tracer, result_type
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _pshape
 from functx.primitives.misc import stop_gradient
@@ -71,7 +71,7 @@ def _new(device: Any, make: Any) -> Any:
     ``functx.default_device`` sets)."""
     b = _target(device)
     if b is _backends.CPU:
-        return _host_array(make(np))
+        return host_array(make(np))
     if isinstance(device, (str, _backends.Device)):
         with b.use_device(_backends.as_device(device).id):
             return make(b.xp)
@@ -82,7 +82,7 @@ def _placed(device: Any, host: np.ndarray) -> Any:
     """A host array made with NumPy (for NumPy's exact dtype rules), on the target device."""
     b = _target(device)
     if b is _backends.CPU:
-        return _host_array(host)
+        return host_array(host)
     dev = _backends.as_device(device) if device is not None else _backends.get_default_device()
     return b.put(host, dev.id)
 
@@ -280,7 +280,7 @@ def linspace(start: Any, stop: Any, num: builtins.int = 50, endpoint: builtins.b
     extra = len(delta.shape)
     # The host constants below live where start and stop do (a device array's scalars join
     # its device in each operation, but these are not scalars).
-    steps = _fshape.on_device_of(delta, _host_array(
+    steps = _fshape.on_device_of(delta, host_array(
         np.arange(num, dtype=dt).reshape((num,) + (1,) * extra)))
     if div > 0:
         step = _ew.div(delta, np.full((), div, dt))
@@ -292,7 +292,7 @@ def linspace(start: Any, stop: Any, num: builtins.int = 50, endpoint: builtins.b
     y = _ew.add(y, start)
     if endpoint and num > 1:
         last = np.arange(num).reshape((num,) + (1,) * extra) == num - 1
-        y = _ew.select(_fshape.on_device_of(delta, _host_array(last)), stop, y)
+        y = _ew.select(_fshape.on_device_of(delta, host_array(last)), stop, y)
     if axis != 0:
         y = _fshape.moveaxis(y, 0, axis)
     if dtype is not None:

@@ -8,7 +8,7 @@ Python scalar of its kind. NumPy scalars (``np.float32(1)``) and arrays are stro
 
 Helpers used by every other functx.numpy module live here: :func:`promote_args` turns
 the operands of a binary primitive into operands of one dtype, :func:`is_tracer` and
-:func:`check_no_out`. Host (CPU) arrays are created in one place, :func:`_host_array`, so
+:func:`check_no_out`. Host (CPU) arrays are created in one place, :func:`host_array`, so
 that a default device can be added there later.
 
 bfloat16 (``ml_dtypes.bfloat16``, which NumPy promotes poorly: a Python float turns it into
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from functx.backends import _BY_TYPE, CPU as _CPU
+from functx.backends import BY_TYPE, CPU as _CPU
 from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
@@ -137,11 +137,11 @@ def check_numeric(name: str, dt: np.dtype) -> None:
 
 def _on_device(x: Any) -> builtins.bool:
     """Whether ``x`` is an array of a non-CPU backend (a CuPy array...)."""
-    b = _BY_TYPE.get(type(x))
+    b = BY_TYPE.get(type(x))
     return b is not None and b is not _CPU
 
 
-def _host_array(a: Any, dtype: Any = None) -> np.ndarray:
+def host_array(a: Any, dtype: Any = None) -> np.ndarray:
     """A read-only host array holding ``a`` (copied unless it already is read-only).
 
     This is the single place where functx.numpy creates arrays from host data.
@@ -254,7 +254,7 @@ def _from_sequence(x: Any, dt: Any) -> Any:
                                 builtins.any(has_tracer(e) for e in v))
 
     if not has_tracer(x):
-        return _host_array(x, dt)
+        return host_array(x, dt)
     parts = [asarray(e) for e in x]
     common = result_type(*parts) if dt is None else np.dtype(dt)
     parts = [_shape.expand_dims(astype(p, common), (0,)) for p in parts]
@@ -300,7 +300,7 @@ def to_array(name: str, a: Any, dtype: Any = None) -> Any:
         check_numeric(name, a.dtype)
         return _convert(a, np.dtype(dtype))
     else:
-        out = _host_array(a, dtype)
+        out = host_array(a, dtype)
     check_numeric(name, out.dtype)
     return out
 
@@ -329,9 +329,9 @@ def astype(x: Any, dtype: Any, /, *, copy: builtins.bool = True, device: Any = N
     if _on_device(x):
         return x if x.dtype == dt else _convert(x, dt)
     if not isinstance(x, np.ndarray):
-        x = _host_array(x)
+        x = host_array(x)
     check_numeric("astype", x.dtype)
-    return _host_array(x) if x.dtype == dt else _convert(x, dt)
+    return host_array(x) if x.dtype == dt else _convert(x, dt)
 
 
 def promote_args(name: str, *args: Any) -> list:
@@ -364,13 +364,13 @@ def _scalar_array(v: builtins.int | builtins.float, dtype: np.dtype) -> np.ndarr
     Zeros (whose sign a dict key cannot tell apart) and NaNs are not memoised.
     """
     if not v or v != v:
-        return _host_array(v, dtype)
+        return host_array(v, dtype)
     key = (type(v), v, dtype)
     out = _SCALAR_ARRAYS.get(key)
     if out is None:
         if len(_SCALAR_ARRAYS) > 4096:
             _SCALAR_ARRAYS.clear()
-        out = _SCALAR_ARRAYS[key] = _host_array(v, dtype)
+        out = _SCALAR_ARRAYS[key] = host_array(v, dtype)
     return out
 
 
@@ -382,7 +382,7 @@ def fast_common_dtype(args: tuple) -> np.dtype | None:
     scalars = False
     for a in args:
         t = type(a)
-        if t is np.ndarray or (t is Tracer and not a._var.aval.weak_type) or t in _BY_TYPE:
+        if t is np.ndarray or (t is Tracer and not a._var.aval.weak_type) or t in BY_TYPE:
             if dt is None:
                 dt = a.dtype
             elif a.dtype != dt:
@@ -418,7 +418,7 @@ def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
     for a in args:
         if isinstance(a, PY_SCALARS):
             try:
-                a = _host_array(a, dt)
+                a = host_array(a, dt)
             except OverflowError as e:
                 raise OverflowError(f"functx.numpy.{name}: {e} (NumPy 2 raises here too); "
                                     f"convert the array to a wider dtype first.") from None

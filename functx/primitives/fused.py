@@ -533,7 +533,7 @@ def _gelu_impl(xp: Any, x: Any, *, approximate: str) -> Any:
     if approximate == "tanh":
         out = 0.5 * x * (1 + xp.tanh(GELU_C * (x + GELU_A * (x * x * x))))
     else:
-        out = 0.5 * x * (1 + _ew._erf_impl(xp, x * _INV_SQRT2))
+        out = 0.5 * x * (1 + _ew.erf_impl(xp, x * _INV_SQRT2))
     return out.astype(dt, copy=False)
 
 
@@ -544,7 +544,7 @@ def _gelu_grad_impl(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
         t = xp.tanh(GELU_C * (x + GELU_A * (x * x * x)))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (GELU_C * (1 + 3 * GELU_A * (x * x)))
     else:
-        d = (0.5 * (1 + _ew._erf_impl(xp, x * _INV_SQRT2))
+        d = (0.5 * (1 + _ew.erf_impl(xp, x * _INV_SQRT2))
              + x * xp.exp(-0.5 * (x * x)) * _INV_SQRT_2PI)
     return (g * d).astype(dt, copy=False)
 

@@ -144,5 +144,5 @@ from functx.primitives.elementwise._transcendental import (  # noqa: F401
     tan_p,
     tanh,
     tanh_p,
-    _erf_impl,  # functx.primitives.fused evaluates erf with it
+    erf_impl,  # functx.primitives.fused evaluates erf with it
 )

@@ -386,10 +386,10 @@ def _erf_tables(xp: Any) -> tuple:
     return tables
 
 
-def _erf_impl(xp, x):
+def erf_impl(xp, x):
     dtype = dtype_of(x)
     if dtype != np.float64:
-        return _erf_impl(xp, xp.asarray(x).astype(np.float64)).astype(dtype)
+        return erf_impl(xp, xp.asarray(x).astype(np.float64)).astype(dtype)
     series, hi, lo, taylor = _erf_tables(xp)
     shape = shape_of(x)
     x = xp.reshape(xp.asarray(x), (-1,))  # 1-d, so that 0-d inputs can be indexed too
@@ -436,7 +436,7 @@ def _exp_neg_square(x: Any) -> Any:
     return mul(exp(neg(mul(a, a))), exp(neg(mul(sub(y, a), add(y, a)))))
 
 
-erf_p = unary("erf", _erf_impl, "float")
+erf_p = unary("erf", erf_impl, "float")
 erf_p.def_impl(_cuda.erf, backend="cuda")  # CUDA's erf: no boolean-mask indexing
 erf_p.def_vjp(lambda ct, ins, out: (
     mul(ct, mul(scalar(ct, 2 / math.sqrt(math.pi)), _exp_neg_square(ins[0]))),),
