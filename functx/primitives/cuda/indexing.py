@@ -136,9 +136,10 @@ def scatter_add(xp: Any, x: Any, indices: Any, updates: Any, *, axis: int) -> An
     if dt.kind == "c":  # real and imaginary parts separately
         real = np.float32 if dt == np.complex64 else np.float64
         out = xp.array(x, copy=True, order="C")
-        upd = xp.array(updates, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
+        # (a 0-d array cannot be viewed as a pair of reals: view its 1-d reshape)
+        upd = xp.array(updates, order="C").reshape(-1).view(real)
         cupyx.scatter_add(out.view(real).reshape(out.shape + (2,)), where,
-                          upd.view(real).reshape(upd.shape + (2,)))
+                          upd.reshape(tuple(updates.shape) + (2,)))
         return out
     if dt.kind in "biu":  # bool, 8- and 16-bit integers: add in 32 bits, cast back
         wide = np.uint32 if dt.kind == "u" else np.int32
