@@ -428,3 +428,20 @@ def test_block_until_ready_synchronises_each_device_once() -> None:
         B._BACKENDS.pop("fakesync")
         B.BY_TYPE.pop(SyncArray)
         fx.ir.DEVICE_ARRAY_TYPES.discard(SyncArray)
+
+
+def test_memory_stats_read_well_in_a_notebook():
+    stats = fx.memory_stats("cpu")
+    assert isinstance(stats, dict) and stats["peak_bytes"] > 0  # still the dict of bytes
+    assert repr(stats).startswith("MemoryStats(peak_bytes=") and "iB" in repr(stats)
+    html = stats._repr_html_()
+    assert html.startswith("<table>") and "<td style='text-align:left'>peak_bytes</td>" in html
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 bytes"), (1023, "1023 bytes"), (1024, "1.0 KiB"),
+                                     (3 * 2**20 // 2, "1.5 MiB"), (5 * 2**30, "5.0 GiB"),
+                                     (None, "n/a")])
+def test_format_bytes(n, text):
+    from functx.backends import format_bytes
+
+    assert format_bytes(n) == text

@@ -660,8 +660,33 @@ def owned_read_only(x: Any) -> Any:
 # Memory
 
 
-def memory_stats(device: Any = None) -> dict:
-    """Memory figures of a device, in bytes.
+def format_bytes(n: int | None) -> str:
+    """``n`` bytes for a person: ``512 bytes``, ``1.5 KiB``, ``3.2 MiB``, ``1.1 GiB``."""
+    if n is None:
+        return "n/a"
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if abs(n) >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} bytes"
+
+
+class MemoryStats(dict):
+    """The figures of :func:`memory_stats`: a plain dict of byte counts (as returned by
+    earlier versions), which shows itself with readable sizes in a REPL and as a small
+    table in a notebook."""
+
+    def __repr__(self) -> str:
+        return "MemoryStats(" + ", ".join(f"{k}={format_bytes(v)}" for k, v in self.items()) + ")"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td style='text-align:left'>{k}</td>"
+                       f"<td style='text-align:right'>{format_bytes(v)}</td></tr>"
+                       for k, v in self.items())
+        return f"<table><tr><th>memory</th><th>size</th></tr>{rows}</table>"
+
+
+def memory_stats(device: Any = None) -> MemoryStats:
+    """Memory figures of a device, in bytes (a dict; it displays with readable sizes).
 
     On CUDA: ``bytes_in_use`` (held by live arrays in CuPy's default memory pool),
     ``bytes_reserved`` (taken from the GPU by the pool), ``peak_bytes_reserved`` (the
@@ -676,7 +701,7 @@ def memory_stats(device: Any = None) -> dict:
     dev = get_default_device() if device is None else as_device(device)
     b = dev.backend
     with b.use_device(dev.id):
-        return b.memory_stats()
+        return MemoryStats(b.memory_stats())
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:

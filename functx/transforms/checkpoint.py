@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from functx import tree
+from functx.backends import format_bytes
 from functx.checkpoint_policies import nothing_saveable
 from functx.errors import DTypeError, FunctxError, ShapeError
 from functx.ir import AbstractArray, Trace, Var
@@ -631,12 +632,5 @@ def print_saved_residuals(f: Callable, *args: Any, **kwargs: Any) -> None:
     for aval, what in res:
         print(f"{aval} {what}")
     total = sum(aval.size * np.dtype(aval.dtype).itemsize for aval, _ in res)
-    print(f"{len(res)} residual{'s' if len(res) != 1 else ''}, {_bytes(total)}")
+    print(f"{len(res)} residual{'s' if len(res) != 1 else ''}, {format_bytes(total)}")
 
-
-def _bytes(n: int) -> str:
-    if n < 1 << 10:
-        return f"{n} bytes"
-    if n < 1 << 20:
-        return f"{n / (1 << 10):.1f} KiB"
-    return f"{n / (1 << 20):.1f} MiB"
