@@ -93,9 +93,11 @@ def _is_f64(x: Any) -> bool:
 
 
 def _cast(args: tuple, dtype: np.dtype) -> tuple:
-    """Float64 array leaves of the non-static arguments rounded to ``dtype``."""
-    return tuple(a if is_static(a) else tree.map(
-        lambda x: np.asarray(x).astype(dtype) if _is_f64(x) else x, a) for a in args)
+    """Float64 array leaves of the non-static arguments rounded to ``dtype`` (float16
+    overflows to inf beyond 65504, as a cast does)."""
+    with np.errstate(over="ignore"):
+        return tuple(a if is_static(a) else tree.map(
+            lambda x: np.asarray(x).astype(dtype) if _is_f64(x) else x, a) for a in args)
 
 
 def _widen(args: tuple) -> tuple:
