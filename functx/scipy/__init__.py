@@ -1,0 +1,7 @@
+"""functx.scipy: ``jax.scipy``'s names over functx primitives.
+
+Submodules: ``functx.scipy.linalg``, ``functx.scipy.special``, ``functx.scipy.stats``.
+"""
+from __future__ import annotations
+
+__all__: list[str] = []
