@@ -7,7 +7,7 @@ Example:
 """
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
 from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
-from functx import checkpoint_policies, flatten_util, lax, nn, optim, random, scipy, tree
+from functx import checkpoint_policies, debug, flatten_util, lax, nn, optim, random, scipy, tree
 # functx.backends is the module and is callable: fx.backends() lists the backends (see the
 # end of functx/backends/__init__.py).
 from functx import backends
@@ -39,6 +39,7 @@ from functx.errors import (
     TracerLeakError,
     VmapError,
 )
+from functx.lax import pure_callback
 from functx.ir import AbstractArray, Eqn, Literal, ShapeDtype, Trace, Var, typecheck
 from functx.primitives.checkpoint import checkpoint_name
 from functx.primitives.misc import stop_gradient
@@ -62,6 +63,8 @@ __all__ = [
     # transforms
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian",
     "vmap", "jit", "custom_vjp", "custom_jvp", "stop_gradient",
+    # host code
+    "pure_callback", "debug",
     # memory
     "checkpoint", "remat", "checkpoint_sequential", "checkpoint_name", "checkpoint_policies",
     "is_recomputing", "print_saved_residuals", "saved_residuals",

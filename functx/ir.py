@@ -301,7 +301,8 @@ class Printer:
                 m("key", k) + m(None, "=") + self.param(v, indent)
                 for k, v in e.params.items()) + m(None, "]")
         args = m(None, " ").join(self.var(a) for a in e.inputs)
-        line = outs + m(None, " = ") + m("prim", e.prim.name) + params
+        # (an equation without outputs, an effect such as debug_callback, has no "=")
+        line = (outs + m(None, " = ") if e.outputs else "") + m("prim", e.prim.name) + params
         return line + m(None, " ") + args if e.inputs else line
 
     def trace(self, t: Trace, indent: str) -> str:

@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "functx.checkpoint_policies": 5,
     "functx.numpy": 6,
     "functx.lax": 7,
+    "functx.debug": 7,
     "functx.scipy": 7,
     "functx.nn": 7,
     "functx.random": 7,

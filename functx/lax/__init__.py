@@ -9,4 +9,20 @@ Each submodule is private; this namespace is the curated public API.
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+# -- lax-level array operations (_ops) and host callbacks (_callback) --
+from functx.lax import _ops
+from functx.lax._callback import pure_callback
+from functx.lax._ops import (
+    abs, acos, add, argmax, argmin, asin, atan, atan2, bitwise_and, bitwise_not, bitwise_or,
+    bitwise_xor, broadcast, broadcast_in_dim, ceil, clamp, concatenate, conj,
+    convert_element_type, cos, cosh, cumsum, div, dot_general, dynamic_index_in_dim,
+    dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice,
+    dynamic_update_slice_in_dim, eq, erf, exp, expand_dims, expm1, floor, full, full_like, ge,
+    gt, imag, index_in_dim, integer_pow, iota, is_finite, le, log, log1p, logistic, lt, max,
+    min, mul, ne, neg, pad, pow, real, reduce_max, reduce_min, reduce_prod, reduce_sum, rem,
+    reshape, rev, round, rsqrt, select, shift_left, shift_right_arithmetic,
+    shift_right_logical, sign, sin, sinh, slice, slice_in_dim, sqrt, square, squeeze,
+    stop_gradient, sub, tan, tanh, transpose)
+from functx.lax._windows import conv_general_dilated, reduce_window
+
+__all__: list[str] = [*_ops.__all__, "conv_general_dilated", "reduce_window", "pure_callback"]

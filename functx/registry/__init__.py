@@ -40,6 +40,12 @@ Users define their own primitives with the same API the library uses::
     square_p.def_vjp(lambda ct, ins, out: (2 * ins[0] * ct,), save_inputs=(0,))
     square = square_p.bind
 
+Effects. A primitive whose equations must run even when nothing reads their outputs (a
+debug print, a host callback run for its effect) sets ``prim.has_effects = True``; the
+transforms' dead-code elimination (``functx.transforms.interpret.prune``, used by ``jit``
+and ``vmap``) keeps its equations. Such a primitive may have no outputs at all
+(``multiple_results=True`` and an abstract-eval rule returning ``[]``).
+
 Composite rules. Where a primitive computes in one kernel what a composite of other
 primitives computes in many, its derivatives may come from differentiating that composite
 (the same formula in functx operations): ``prim.def_composite_rules(composite)`` registers
@@ -86,7 +92,7 @@ class Primitive:
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
-                 "batch", "cache_abstract_eval",
+                 "batch", "cache_abstract_eval", "has_effects",
                  "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -114,6 +120,10 @@ class Primitive:
         # params are fresh objects at every call (a sub-trace, a closure) turns this off:
         # its entries would never hit again, and would keep their traces' constants alive.
         self.cache_abstract_eval = True
+        # The primitive does something besides computing its outputs (prints, calls host
+        # code for its effect): dead-code elimination keeps its equations even when nothing
+        # reads their outputs (``functx.debug.print``: a primitive with no outputs at all).
+        self.has_effects = False
         self._impl_cache: dict[str, Callable] = {}
         (REGISTRY if registry is None else registry).register(self)
 

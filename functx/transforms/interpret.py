@@ -53,7 +53,9 @@ def last_uses(trace: Trace) -> list[tuple[Var, ...]]:
 def prune(trace: Trace) -> Trace:
     """``trace`` without the equations whose results neither an output nor a kept equation
     reads (dead code: e.g. the loss value inside a traced ``grad``). Primitives are pure,
-    so removing them changes nothing else. Inputs and constants are kept as they are."""
+    so removing them changes nothing else, except those that declare effects
+    (``prim.has_effects``: ``functx.debug.print``), which are always kept. Inputs and
+    constants are kept as they are."""
     return prune_with_last_uses(trace)[0]
 
 
@@ -65,7 +67,7 @@ def prune_with_last_uses(trace: Trace) -> tuple[Trace, list[tuple[Var, ...]]]:
     out: list[tuple[Var, ...]] = []
     for e in reversed(trace.eqns):
         dying = [v for v in e.outputs if id(v) not in seen]
-        if len(dying) == len(e.outputs):
+        if len(dying) == len(e.outputs) and not e.prim.has_effects:
             continue  # dead code: nothing reads any of its results
         seen.update(id(v) for v in dying)
         for a in e.inputs:
