@@ -55,10 +55,8 @@ class HostFunction:
 
 
 def _host(x: Any) -> Any:
-    """A read-only NumPy view (or host copy) of an array argument; scalars as they are."""
-    if isinstance(x, (bool, int, float, complex)):
-        return x
-    h = to_numpy(x)
+    """A read-only NumPy view (or host copy) of an array or scalar argument."""
+    h = np.asarray(to_numpy(x))
     if type(h) is np.ndarray and h.flags.writeable:
         h = h.view()
         h.flags.writeable = False
@@ -180,7 +178,7 @@ def _pure_callback_batch(args: tuple, dims: tuple, *, callback: HostFunction,
         inner = callback
 
         def sequential(*host: Any) -> list:
-            per = [host_results(inner.fn(*[h[b] if w else h for h, w in zip(host, which)]),
+            per = [host_results(inner.fn(*[h[b, ...] if w else h for h, w in zip(host, which)]),
                                result_avals, inner.name) for b in range(size)]
             if not per:
                 return [np.zeros(a.shape, a.dtype) for a in batched_avals]
@@ -312,7 +310,7 @@ def _debug_callback_batch(args: tuple, dims: tuple, *, callback: HostFunction) -
 
     def per_member(*host: Any) -> None:
         for b in range(size):
-            inner.fn(*[h[b] if w else h for h, w in zip(host, which)])
+            inner.fn(*[h[b, ...] if w else h for h, w in zip(host, which)])
 
     bind(debug_callback_p, *xs, callback=HostFunction(per_member, inner.name))
     return [], []
