@@ -145,6 +145,24 @@ def _ints(v: Sequence[int] | None, n: int, name: str) -> tuple[int, ...]:
     return v
 
 
+def _identity(computation: Callable, dtype: np.dtype) -> Any:
+    """The identity of a known reduction (sum, max, min) for ``dtype``, else None."""
+    if computation in _SUMS:
+        return 0
+    if computation in _MAXES or computation in _MINS:
+        big = np.inf if dtype.kind in "fc" else (
+            True if dtype.kind == "b" else np.iinfo(dtype).max)
+        lowest = -np.inf if dtype.kind in "fc" else (
+            False if dtype.kind == "b" else np.iinfo(dtype).min)
+        return lowest if computation in _MAXES else big
+    return None
+
+
+_SUMS = (_ew.add, fnp.add, operator.add)
+_MAXES = (_ew.max, fnp.maximum)
+_MINS = (_ew.min, fnp.minimum)
+
+
 def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any], Any],
                   window_dimensions: Sequence[int], window_strides: Sequence[int] | None = None,
                   padding: str | Sequence[tuple[int, int]] = "VALID",
@@ -152,8 +170,10 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any
                   window_dilation: Sequence[int] | None = None) -> Any:
     """Reduce each window of ``operand`` with ``computation`` (pooling).
 
-    Each output element is ``init_value`` combined with every element of its window (padded
-    positions hold ``init_value``), as in ``jax.lax.reduce_window``. ``computation`` is a
+    Each output element is ``init_value`` combined with every element of its window, as in
+    ``jax.lax.reduce_window``. Padded positions (and the holes of ``base_dilation``) hold
+    the identity of a sum, max or min (so a non-identity ``init_value`` counts once per
+    window, as in JAX), and ``init_value`` for any other ``computation``. ``computation`` is a
     binary function of arrays written with functx operations: ``functx.lax.add`` (sum
     pooling, ``init_value`` 0), ``functx.lax.max`` (max pooling, ``-inf``),
     ``functx.lax.min``, or any associative function. It is applied once per window position
@@ -197,14 +217,16 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable[[Any, Any
     dtype = fnp.result_type(operand)
     init = (fnp.asarray(init_value, dtype=dtype)
             if isinstance(init_value, (bool, int, float, np.generic)) else init_value)
+    fill = _identity(computation, dtype)  # what padded positions hold
+    fill = init if fill is None else fnp.asarray(fill, dtype=dtype)
     x = operand
     if any(b > 1 for b in base):
-        x = _shape.pad(x, init, [(0, 0, b - 1) for b in base])
+        x = _shape.pad(x, fill, [(0, 0, b - 1) for b in base])
     sizes = tuple(fnp.shape(x))
     spans = [(w - 1) * d + 1 for w, d in zip(windows, wdil)]
     pads = _window_padding(padding, sizes, spans, strides)
     if any(p != (0, 0) for p in pads):
-        x = _shape.pad(x, init, [(lo, hi, 0) for lo, hi in pads])
+        x = _shape.pad(x, fill, [(lo, hi, 0) for lo, hi in pads])
         sizes = tuple(fnp.shape(x))
     if any(sp > m for sp, m in zip(spans, sizes)):
         raise ShapeError(f"reduce_window: the window {windows} (dilated: {tuple(spans)}) is "
