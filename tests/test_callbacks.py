@@ -250,3 +250,21 @@ def test_effects_survive_dead_code_elimination_generically():
     assert "debug_callback" in kept and "mul" in kept
     assert fx.registry["debug_callback"].has_effects
     assert not fx.registry["pure_callback"].has_effects
+
+
+def test_a_higher_order_primitive_declares_effects_through_its_sub_trace():
+    """``has_effects`` may be a function of the params: an equation holding a sub-trace
+    with a debug print is kept by dead-code elimination, one without is dropped."""
+    from functx.ir import Eqn, Trace, Var
+    from functx.registry import Primitive, Registry
+    from functx.transforms.interpret import has_effects, prune, trace_has_effects
+
+    call_p = Primitive("probe_call", registry=Registry())
+    call_p.has_effects = lambda params: trace_has_effects(params["trace"])
+    noisy = fx.make_trace(lambda x: (fx.debug.print("{}", x), x)[1])(np.ones(2))
+    quiet = fx.make_trace(lambda x: x * 2)(np.ones(2))
+    x = Var(fx.AbstractArray((2,), np.dtype(np.float64)))
+    eqns = tuple(Eqn(call_p, (x,), {"trace": t}, (Var(x.aval),), None) for t in (noisy, quiet))
+    trace = Trace((x,), (), (), eqns, (x,))
+    assert [has_effects(e) for e in eqns] == [True, False]
+    assert [e.params["trace"] for e in prune(trace).eqns] == [noisy]

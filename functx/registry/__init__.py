@@ -44,7 +44,10 @@ Effects. A primitive whose equations must run even when nothing reads their outp
 debug print, a host callback run for its effect) sets ``prim.has_effects = True``; the
 transforms' dead-code elimination (``functx.transforms.interpret.prune``, used by ``jit``
 and ``vmap``) keeps its equations. Such a primitive may have no outputs at all
-(``multiple_results=True`` and an abstract-eval rule returning ``[]``).
+(``multiple_results=True`` and an abstract-eval rule returning ``[]``). A higher-order
+primitive whose equations have effects only when their sub-trace does sets
+``has_effects`` to a function of the equation's params, such as
+``lambda params: trace_has_effects(params["trace"])`` (``functx.transforms.interpret``).
 
 Composite rules. Where a primitive computes in one kernel what a composite of other
 primitives computes in many, its derivatives may come from differentiating that composite
@@ -123,7 +126,9 @@ class Primitive:
         # The primitive does something besides computing its outputs (prints, calls host
         # code for its effect): dead-code elimination keeps its equations even when nothing
         # reads their outputs (``functx.debug.print``: a primitive with no outputs at all).
-        self.has_effects = False
+        # True, False, or a function of an equation's params (a higher-order primitive:
+        # whether its sub-trace has effects).
+        self.has_effects: bool | Callable[[dict], bool] = False
         self._impl_cache: dict[str, Callable] = {}
         (REGISTRY if registry is None else registry).register(self)
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from functx.backends import finalize_cpu
 from functx.errors import FunctxError
-from functx.ir import Literal, Trace, Var
+from functx.ir import Eqn, Literal, Trace, Var
 from functx.tracing import bind
 
 
@@ -50,6 +50,19 @@ def last_uses(trace: Trace) -> list[tuple[Var, ...]]:
     return out
 
 
+def has_effects(eqn: Eqn) -> bool:
+    """Whether ``eqn`` must run even when nothing reads its outputs: its primitive declares
+    effects (``Primitive.has_effects``: True, or a function of the equation's params)."""
+    effects = eqn.prim.has_effects
+    return effects is True or (effects is not False and bool(effects(eqn.params)))
+
+
+def trace_has_effects(trace: Trace) -> bool:
+    """Whether some equation of ``trace`` has effects (see :func:`has_effects`): what a
+    higher-order primitive's ``has_effects`` asks of its sub-trace."""
+    return any(has_effects(e) for e in trace.eqns)
+
+
 def prune(trace: Trace) -> Trace:
     """``trace`` without the equations whose results neither an output nor a kept equation
     reads (dead code: e.g. the loss value inside a traced ``grad``). Primitives are pure,
@@ -67,7 +80,8 @@ def prune_with_last_uses(trace: Trace) -> tuple[Trace, list[tuple[Var, ...]]]:
     out: list[tuple[Var, ...]] = []
     for e in reversed(trace.eqns):
         dying = [v for v in e.outputs if id(v) not in seen]
-        if len(dying) == len(e.outputs) and not e.prim.has_effects:
+        if len(dying) == len(e.outputs) and (e.prim.has_effects is False
+                                             or not has_effects(e)):
             continue  # dead code: nothing reads any of its results
         seen.update(id(v) for v in dying)
         for a in e.inputs:
