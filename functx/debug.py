@@ -34,7 +34,7 @@ __all__ = ["print", "callback"]
 
 
 def callback(callback: Callable[..., Any], *args: Any, ordered: bool = False,
-             **kwargs: Any) -> None:
+             partitioned: bool = False, **kwargs: Any) -> None:
     """Call ``callback(*args, **kwargs)`` on the host with the actual values, from inside
     any transform, for its effect.
 
@@ -44,6 +44,7 @@ def callback(callback: Callable[..., Any], *args: Any, ordered: bool = False,
             (other leaves as they are).
         ordered: accepted for JAX compatibility. functx runs a trace's equations in
             program order on one stream, so calls are always ordered.
+        partitioned: accepted for JAX compatibility (functx runs on one device).
         **kwargs: its keyword arguments (pytrees, as ``args``).
 
     Returns:
@@ -60,7 +61,8 @@ def callback(callback: Callable[..., Any], *args: Any, ordered: bool = False,
     debug_callback(callback, *args, **kwargs)
 
 
-def print(fmt: str, *args: Any, ordered: bool = False, **kwargs: Any) -> None:  # noqa: A001
+def print(fmt: str, *args: Any, ordered: bool = False, partitioned: bool = False,  # noqa: A001
+          **kwargs: Any) -> None:
     """Print ``fmt.format(*args, **kwargs)`` with the actual values, from inside any
     transform (``jit``, ``vmap``, ``grad``, loops).
 
@@ -72,6 +74,7 @@ def print(fmt: str, *args: Any, ordered: bool = False, **kwargs: Any) -> None:  
         fmt: a ``str.format`` template (``"{}"``, ``"{x}"``, ``"{x:.3f}"`` for scalars).
         *args: positional values (pytrees of arrays, or Python values).
         ordered: accepted for JAX compatibility (calls are always in program order).
+        partitioned: accepted for JAX compatibility (functx runs on one device).
         **kwargs: named values.
 
     Returns:

@@ -268,3 +268,27 @@ def test_a_higher_order_primitive_declares_effects_through_its_sub_trace():
     trace = Trace((x,), (), (), eqns, (x,))
     assert [has_effects(e) for e in eqns] == [True, False]
     assert [e.params["trace"] for e in prune(trace).eqns] == [noisy]
+
+
+def test_callbacks_of_constants_only_run_at_every_jitted_call(capsys):
+    rec = Recorder()
+
+    @fx.jit
+    def f(x):
+        fx.debug.print("called")
+        c = fx.pure_callback(rec, fx.ShapeDtype((), np.float64), 0.5)
+        return x + c
+
+    for _ in range(2):
+        np.testing.assert_allclose(f(np.ones(2)), 1 + np.sin(0.5))
+    assert capsys.readouterr().out == "called\ncalled\n"
+    assert len(rec.calls) == 2
+
+
+def test_jax_compatible_keywords_are_accepted(capsys):
+    x = np.arange(3.0)
+    out = fx.vmap(lambda x: fx.pure_callback(np.sin, sds(x), x, sharding=None,
+                                             vmap_method="sequential_unrolled"))(x)
+    np.testing.assert_allclose(out, np.sin(x))
+    fx.debug.print("{}", 1, ordered=True, partitioned=False)
+    assert capsys.readouterr().out == "1\n"

@@ -31,12 +31,13 @@ from functx.errors import ArgumentTypeError, DTypeError, FunctxError, GradError,
     VmapError
 from functx.ir import AbstractArray
 from functx.registry import Primitive
-from functx.tracing import Tracer, bind
+from functx.tracing import Tracer, bind, innermost_abstract_builder
 
 __all__ = ["pure_callback", "pure_callback_p", "debug_callback", "debug_callback_p",
            "HostFunction", "VMAP_METHODS"]
 
-VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all")
+# ("sequential_unrolled" is JAX's name for a sequential loop it unrolls: here the same)
+VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all")
 
 
 class HostFunction:
@@ -83,6 +84,17 @@ def _split_leaves(args: tuple, kwargs: dict) -> tuple[list, Callable[[list], tup
         return tree.unflatten(treedef, full)
 
     return [leaves[i] for i in where], rebuild
+
+
+def _bind_staged(prim: Primitive, leaves: list, **params: Any) -> Any:
+    """``bind(prim, *leaves, **params)``, recorded in the innermost abstract trace (``jit``,
+    ``make_trace``) even when no leaf is traced (a callback of constants only), so that it
+    runs at every call of the traced function rather than once while tracing."""
+    if not any(type(x) is Tracer for x in leaves):
+        builder = innermost_abstract_builder()
+        if builder is not None:
+            return builder.process(prim, tuple(leaves), params)
+    return bind(prim, *leaves, **params)
 
 
 def _fn_name(fn: Any) -> str:
@@ -172,7 +184,7 @@ def _pure_callback_batch(args: tuple, dims: tuple, *, callback: HostFunction,
             "broadcast to the batch), as in jax.pure_callback.")
     batched_avals = tuple(AbstractArray((size,) + tuple(a.shape), a.dtype)
                           for a in result_avals)
-    if vmap_method == "sequential":
+    if vmap_method in ("sequential", "sequential_unrolled"):
         xs = [x if d is None else fnp.moveaxis(x, d, 0) for x, d in zip(args, dims)]
         which = [d is not None for d in dims]
         inner = callback
@@ -212,7 +224,7 @@ def _result_avals(result_shape_dtypes: Any, name: str) -> tuple[list, Any]:
 
 
 def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args: Any,
-                  vmap_method: str | None = None, **kwargs: Any) -> Any:
+                  sharding: Any = None, vmap_method: str | None = None, **kwargs: Any) -> Any:
     """Call the host function ``callback`` from inside any transform (``jit``, ``vmap``...).
 
     ``callback`` receives NumPy arrays (read-only; CUDA arrays are copied to the host) in
@@ -226,6 +238,8 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
         result_shape_dtypes: a pytree of objects with ``.shape`` and ``.dtype``
             (``functx.ShapeDtype``, arrays) describing the results.
         *args: the arguments (pytrees of arrays; non-array leaves are passed as they are).
+        sharding: accepted for compatibility with ``jax.pure_callback`` (functx runs on one
+            device) and ignored.
         vmap_method: how ``vmap`` batches the call: ``"sequential"`` (once per batch
             member), ``"expand_dims"`` (once, batched arguments with the batch axis first,
             unbatched ones with a leading axis of size 1; the callback must return results
@@ -274,8 +288,8 @@ def pure_callback(callback: Callable[..., Any], result_shape_dtypes: Any, *args:
                              f"{out_tree}.")
         return outs
 
-    outs = bind(pure_callback_p, *leaves, callback=HostFunction(flat, name),
-                result_avals=tuple(avals), vmap_method=vmap_method)
+    outs = _bind_staged(pure_callback_p, leaves, callback=HostFunction(flat, name),
+                        result_avals=tuple(avals), vmap_method=vmap_method)
     return tree.unflatten(out_tree, list(outs))
 
 
@@ -348,4 +362,4 @@ def debug_callback(callback: Callable[..., Any], *args: Any, **kwargs: Any) -> N
         a, kw = rebuild(list(host))
         callback(*a, **kw)
 
-    bind(debug_callback_p, *leaves, callback=HostFunction(flat, _fn_name(callback)))
+    _bind_staged(debug_callback_p, leaves, callback=HostFunction(flat, _fn_name(callback)))
