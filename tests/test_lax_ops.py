@@ -77,7 +77,8 @@ def test_in_dim_variants_match_jax(jlax, index, axis):
              jl.dynamic_index_in_dim(x, index, axis)),
             (lax.dynamic_index_in_dim(x, index, axis, keepdims=False),
              jl.dynamic_index_in_dim(x, index, axis, keepdims=False)),
-            (lax.dynamic_slice_in_dim(x, index, 2, axis), jl.dynamic_slice_in_dim(x, index, 2, axis)),
+            (lax.dynamic_slice_in_dim(x, index, 2, axis),
+             jl.dynamic_slice_in_dim(x, index, 2, axis)),
         ]
         upd = np.full([1 if a == axis % 2 else n for a, n in enumerate(x.shape)], 7.0)
         cases.append((lax.dynamic_update_slice_in_dim(x, upd, index, axis),

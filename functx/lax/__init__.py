@@ -10,7 +10,6 @@ Each submodule is private; this namespace is the curated public API.
 from __future__ import annotations
 
 # -- lax-level array operations (_ops) and host callbacks (_callback) --
-from functx.lax import _ops
 from functx.lax._callback import pure_callback
 from functx.lax._ops import (
     abs, acos, add, argmax, argmin, asin, atan, atan2, bitwise_and, bitwise_not, bitwise_or,
@@ -25,4 +24,19 @@ from functx.lax._ops import (
     stop_gradient, sub, tan, tanh, transpose)
 from functx.lax._windows import conv_general_dilated, reduce_window
 
-__all__: list[str] = [*_ops.__all__, "conv_general_dilated", "reduce_window", "pure_callback"]
+__all__: list[str] = [
+    # lax-level array operations and host callbacks
+    "dynamic_slice", "dynamic_update_slice", "dynamic_index_in_dim", "dynamic_slice_in_dim",
+    "dynamic_update_index_in_dim", "dynamic_update_slice_in_dim", "select", "stop_gradient",
+    "clamp", "add", "sub", "mul", "div", "rem", "neg", "abs", "sign", "max", "min", "pow",
+    "integer_pow", "square", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos",
+    "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "logistic", "erf",
+    "floor", "ceil", "round", "is_finite", "eq", "ne", "lt", "le", "gt", "ge",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left",
+    "shift_right_arithmetic", "shift_right_logical", "real", "imag", "conj",
+    "convert_element_type", "dot_general", "broadcast_in_dim", "broadcast", "reshape",
+    "transpose", "squeeze", "expand_dims", "rev", "concatenate", "slice", "slice_in_dim",
+    "index_in_dim", "pad", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
+    "argmax", "argmin", "cumsum", "iota", "full", "full_like", "conv_general_dilated",
+    "reduce_window", "pure_callback",
+]

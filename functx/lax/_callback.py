@@ -27,8 +27,7 @@ import numpy as np
 from functx import numpy as fnp
 from functx import tree
 from functx.backends import owned_read_only, to_numpy
-from functx.errors import ArgumentTypeError, DTypeError, FunctxError, GradError, ShapeError, \
-    VmapError
+from functx.errors import ArgumentTypeError, DTypeError, GradError, ShapeError, VmapError
 from functx.ir import AbstractArray
 from functx.registry import Primitive
 from functx.tracing import Tracer, bind, innermost_abstract_builder
