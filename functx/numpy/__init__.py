@@ -41,16 +41,18 @@ from functx.numpy._polynomial import *  # noqa: F401,F403
 from functx.numpy._extras import *  # noqa: F401,F403
 from functx.numpy._histograms import *  # noqa: F401,F403
 from functx.numpy._structural import *  # noqa: F401,F403
+from functx.numpy._indices import *  # noqa: F401,F403
 
 from functx.numpy import (  # noqa: E402
-    _aliases, _complex, _creation, _extras, _histograms, _indexing, _linalg, _nanreductions,
+    _aliases, _complex, _creation, _extras, _histograms, _indexing, _indices, _linalg,
+    _nanreductions,
     _polynomial, _promotion, _reductions, _shape, _structural, _ufuncs, _ufuncs_math,
 )
 
 __all__ = sorted({name for m in (_promotion, _ufuncs, _ufuncs_math, _reductions, _creation,
                                  _shape, _indexing, _linalg, _complex, _aliases, _nanreductions,
                                  _polynomial, _extras, _histograms,
-                                 _structural)
+                                 _structural, _indices)
                   for name in m.__all__})
 
 # Complex parts (their primitives live with the FFT's) and the functx.numpy.fft submodule.
