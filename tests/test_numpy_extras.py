@@ -373,3 +373,208 @@ def test_vander_and_polyfit_gradients_are_finite_at_zero():
         d[i] = eps
         fd = (np.polyfit(x + d, y, 2).sum() - np.polyfit(x - d, y, 2).sum()) / (2 * eps)
         np.testing.assert_allclose(gx[i], fd, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------
+# vmap against a loop
+
+VMAP_CASES: list[tuple[str, Callable, tuple]] = [
+    ("nanmean", lambda a: fnp.nanmean(a), (XN,)),
+    ("nanargmax", lambda a: fnp.nanargmax(a), (XN[[0, 2, 3]],)),
+    ("interp", lambda x, fp: fnp.interp(x, XS, fp), (RNG.normal(size=(3, 5)),
+                                                      RNG.normal(size=(3, 7)))),
+    ("convolve", lambda a: fnp.convolve(a, P, "same"), (RNG.normal(size=(3, 6)),)),
+    ("polyval", lambda p: fnp.polyval(p, X[0]), (RNG.normal(size=(3, 4)),)),
+    ("polyfit", lambda y: fnp.polyfit(np.linspace(0, 1, 5), y, 2), (X,)),
+    ("bincount", lambda w: fnp.bincount(np.array([0, 1, 1, 4, 2]), w, length=6), (X,)),
+    ("histogram", lambda a: fnp.histogram(a, 3, range=(-1.0, 1.0))[0], (X,)),
+    ("digitize", lambda a: fnp.digitize(a, XB), (X,)),
+    ("isin", lambda a: fnp.isin(a, INTS[0]), (INTS,)),
+    ("compress_size", lambda c, a: fnp.compress(c, a, size=3, fill_value=-1.0),
+     (X > 0, X)),
+    ("gradient", lambda a: fnp.gradient(a), (X,)),
+    ("cov", lambda a: fnp.cov(a.reshape(1, -1), a[::-1].reshape(1, -1)), (X,)),
+    ("unwrap", lambda a: fnp.unwrap(a * 4), (X,)),
+    ("place", lambda a, m: fnp.place(a, m, np.array([7.0, 8.0]), inplace=False),
+     (X, X > 0)),
+    ("frexp", lambda a: fnp.frexp(a)[1], (X * 1e3,)),
+    ("gcd", lambda a: fnp.gcd(a, 12), (INTS,)),
+    ("vectorize", fnp.vectorize(lambda u: fnp.sum(u ** 2), signature="(n)->()"),
+     (RNG.normal(size=(3, 2, 4)),)),
+]
+
+
+@pytest.mark.parametrize("case", VMAP_CASES, ids=[c[0] for c in VMAP_CASES])
+def test_vmap_against_a_loop(case):
+    name, f, args = case
+    got = fx.vmap(f)(*args)
+    want = [f(*[a[i] for a in args]) for i in range(args[0].shape[0])]
+    _close(got, np.stack(want), rtol=1e-12)
+
+
+def test_compress_with_a_traced_condition_under_jit():
+    f = fx.jit(lambda c, a: fnp.compress(c, a, size=4, fill_value=-1.0))
+    a = np.arange(6.0)
+    np.testing.assert_array_equal(f(a % 2 == 0, a), [0.0, 2.0, 4.0, -1.0])
+    np.testing.assert_array_equal(f(a > -1, a), [0.0, 1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(fnp.extract(np.array([[1, 0], [0, 2]]), np.ones((2, 2)),
+                                              size=3), [1.0, 1.0, 0.0])
+
+
+# ----------------------------------------------------------------------------------------
+# edge cases
+
+
+def test_nan_reductions_of_all_nan_slices_and_integers():
+    a = np.array([[np.nan, np.nan], [1.0, np.nan]])
+    np.testing.assert_array_equal(fnp.nansum(a, axis=1), [0.0, 1.0])
+    np.testing.assert_array_equal(fnp.nanprod(a, axis=1), [1.0, 1.0])
+    np.testing.assert_array_equal(fnp.nanmean(a, axis=1), [np.nan, 1.0])
+    np.testing.assert_array_equal(fnp.nanmax(a, axis=1), [np.nan, 1.0])
+    np.testing.assert_array_equal(fnp.nanvar(a, axis=1), [np.nan, 0.0])
+    np.testing.assert_array_equal(fnp.nanargmin(a, axis=1), [-1, 0])
+    assert int(fnp.nanargmax(np.array([np.nan, -np.inf]))) == 1  # NumPy's answer
+    i = np.arange(6).reshape(2, 3)
+    _close(fnp.nanmean(i, axis=0), np.nanmean(i, axis=0))
+    _close(fnp.nancumsum(i), np.nancumsum(i))
+    _close(fnp.nanmax(i, axis=1), np.nanmax(i, axis=1))
+    _close(fnp.nanvar(np.float32([1, np.nan, 3])), np.float32(1.0))
+    np.testing.assert_array_equal(fx.grad(lambda x: fnp.nanmax(x))(np.array([np.nan, 2.0])),
+                                  [0.0, 1.0])
+
+
+def test_empty_and_degenerate_inputs():
+    _close(fnp.histogram(np.zeros(0)), np.histogram(np.zeros(0)))
+    _close(fnp.histogram(np.full(4, 3.0), 2), np.histogram(np.full(4, 3.0), 2))
+    _close(fnp.bincount(np.zeros(0, np.int64), minlength=3), np.bincount(np.zeros(0, int),
+                                                                       minlength=3))
+    _close(fnp.diff(X, 0), X)
+    _close(fnp.diff(np.array([True, False, False])), np.diff(np.array([True, False, False])))
+    _close(fnp.interp(np.array([0.0, 5.0]), [1.0], [2.0]), np.interp([0.0, 5.0], [1.0], [2.0]))
+    _close(fnp.interp(np.array([np.nan, 1.0]), [0.0, 1.0], [0.0, 3.0]),
+           np.interp([np.nan, 1.0], [0.0, 1.0], [0.0, 3.0]))
+    _close(fnp.convolve(np.array([1, 2, 3]), np.array([4, 5])), np.convolve([1, 2, 3], [4, 5]))
+    z = np.array([1 + 2j, 3 - 1j, 0.5j])
+    _close(fnp.correlate(z, z[:2], "full"), np.correlate(z, z[:2], "full"), rtol=1e-12)
+    _close(fnp.polyval(np.zeros(0), X), np.polyval(np.zeros(0), X))
+    _close(fnp.gcd(0, 0), np.gcd(0, 0))
+    _close(fnp.unstack(np.zeros((0, 2))), ())
+    _close(fnp.trim_zeros(np.zeros(3)), np.trim_zeros(np.zeros(3)))
+    _close(fnp.cumulative_sum(np.float64(2.0), include_initial=True), np.array([0.0, 2.0]))
+    _close(fnp.vectorize(lambda u: u * 2)(np.zeros((0, 3))), np.zeros((0, 3)))
+    _close(fnp.select([X > 0], [X]), np.select([X > 0], [X]))
+    _close(fnp.union1d([3, 1], [2], size=5, fill_value=-1), np.array([1, 2, 3, -1, -1]))
+    _close(fnp.setdiff1d([3, 1], [3], size=3), np.array([1, 0, 0]))
+    _close(fnp.polyint(P, 0), P)
+    _close(fnp.polyder(np.array([5.0])), np.polyder(np.array([5.0])))
+    _close(fnp.modf(np.array([-np.inf, -0.5])), np.modf(np.array([-np.inf, -0.5])))
+    _close(fnp.frexp(np.int8(3)), np.frexp(np.int8(3)))
+    _close(fnp.ldexp(3, 2), np.ldexp(3, 2))
+    for dt in (np.float16, np.float32):
+        x = (X * 100).astype(dt)
+        _close(fnp.frexp(x), np.frexp(x))
+        _close(fnp.nextafter(x, dt(0)), np.nextafter(x, dt(0)))
+    assert fnp.isdtype(np.float32, "real floating") and fnp.isdtype(np.int8, ("bool", np.int8))
+    assert not fnp.isdtype(np.complex64, "real floating")
+    assert fnp.isscalar(1.0) and fnp.isscalar(np.zeros(())) and not fnp.isscalar([1.0])
+    assert fnp.iterable([1]) and not fnp.iterable(1)
+    assert fnp.copy(np.ones(2)).flags.writeable is False
+    assert fnp.single is np.float32 and fnp.cdouble is np.complex128 and fnp.int_ is np.int64
+    assert fnp.s_[1:2] == np.s_[1:2] and fnp.index_exp[1] == np.index_exp[1]
+
+
+def test_concrete_only_functions_say_so_under_jit():
+    for f in (lambda x: fnp.trim_zeros(x), lambda x: fnp.roots(x),
+              lambda x: fnp.union1d(x, x), lambda x: fnp.bincount(x.astype(np.int64)),
+              lambda x: fnp.compress(x > 0, x), lambda x: fnp.histogram(x, "auto")):
+        with pytest.raises(ConcretizationError, match="functx.numpy"):
+            fx.jit(f)(np.array([0.0, 1.0, 2.0]))
+
+
+# ----------------------------------------------------------------------------------------
+# errors: FunctxErrors whose message names the function and says what to do
+
+ERROR_CASES: list[tuple[str, Callable, str]] = [
+    ("unstack_0d", lambda: fnp.unstack(np.float64(1.0)), "at least one dimension"),
+    ("cumulative_sum_axis", lambda: fnp.cumulative_sum(X), "axis must be given"),
+    ("left_shift_float", lambda: fnp.left_shift(X, 1), "integer operands"),
+    ("bitwise_count_float", lambda: fnp.bitwise_count(X), "integer or boolean"),
+    ("isdtype_kind", lambda: fnp.isdtype(np.float32, "floaty"), "unknown kind"),
+    ("nanvar_ddof", lambda: fnp.nanvar(XN, ddof=1, correction=1), "only one"),
+    ("nanvar_complex", lambda: fnp.nanvar(XN + 1j), "complex"),
+    ("nanargmax_empty", lambda: fnp.nanargmax(np.zeros((2, 0)), axis=1), "empty sequence"),
+    ("convolve_empty", lambda: fnp.convolve(np.zeros(0), P), "cannot be empty"),
+    ("convolve_2d", lambda: fnp.convolve(X, P), "1-D"),
+    ("convolve_mode", lambda: fnp.convolve(P, P, "circular"), "mode must be"),
+    ("polyder_m", lambda: fnp.polyder(P, -1), "non-negative"),
+    ("polyint_k", lambda: fnp.polyint(P, 2, np.ones(3)), "k must be"),
+    ("polyfit_full", lambda: fnp.polyfit(P, P, 1, full=True), "full=True"),
+    ("polyfit_shape", lambda: fnp.polyfit(P, X, 1), "rows"),
+    ("polydiv_empty", lambda: fnp.polydiv(P, np.zeros(0)), "divisor"),
+    ("vander_N", lambda: fnp.vander(P, -1), "non-negative"),
+    ("diff_n", lambda: fnp.diff(X, -1), "non-negative"),
+    ("diff_0d", lambda: fnp.diff(np.float64(1.0)), "at least one dimension"),
+    ("gradient_order", lambda: fnp.gradient(X, edge_order=3), "edge_order"),
+    ("gradient_points", lambda: fnp.gradient(np.ones(2), edge_order=2), "points"),
+    ("gradient_coords", lambda: fnp.gradient(P, np.arange(3.0)), "coordinates"),
+    ("interp_shapes", lambda: fnp.interp(P, XS, FP[:3]), "one length"),
+    ("cov_3d", lambda: fnp.cov(np.zeros((2, 2, 2))), "more than 2"),
+    ("cov_weights", lambda: fnp.cov(X, fweights=np.ones(2)), "one weight per"),
+    ("select_lengths", lambda: fnp.select([X > 0], [X, X]), "same length"),
+    ("select_dtype", lambda: fnp.select([X], [X]), "boolean"),
+    ("piecewise_funcs", lambda: fnp.piecewise(X, [X > 0], [1, 2, 3]), "funclist"),
+    ("bincount_2d", lambda: fnp.bincount(INTS), "1-D"),
+    ("bincount_negative", lambda: fnp.bincount(np.array([1, -1])), "non-negative"),
+    ("bincount_float", lambda: fnp.bincount(X[0]), "integers"),
+    ("histogram_range", lambda: fnp.histogram(X, 3, range=(1.0, 0.0)), "range"),
+    ("histogram_weights", lambda: fnp.histogram(X, 3, weights=P), "weights"),
+    ("digitize_bins", lambda: fnp.digitize(X, X), "1-D"),
+    ("put_inplace", lambda: fnp.put(X, [0], [1.0]), "inplace=False"),
+    ("place_inplace", lambda: fnp.place(X, X > 0, [1.0]), "inplace=False"),
+    ("fill_diagonal_inplace", lambda: fnp.fill_diagonal(X, 1.0), "inplace=False"),
+    ("put_along_axis_inplace", lambda: fnp.put_along_axis(X, INTS[:3, :1] % 5, 1.0, 1),
+     "inplace=False"),
+    ("put_range", lambda: fnp.put(X, [99], [1.0], inplace=False), "out of bounds"),
+    ("delete_range", lambda: fnp.delete(P, 9), "out of bounds"),
+    ("insert_range", lambda: fnp.insert(P, 9, 1.0), "out of bounds"),
+    ("choose_range", lambda: fnp.choose(np.array([0, 3]), [P[:2], P[2:]]), "mode='wrap'"),
+    ("compress_shape", lambda: fnp.compress(np.ones(9, bool), P), "no longer than"),
+    ("rot90_axes", lambda: fnp.rot90(X, 1, (0, 0)), "different"),
+    ("block_depth", lambda: fnp.block([[X], X]), "depths"),
+    ("block_empty", lambda: fnp.block([[]]), "cannot be empty"),
+    ("fill_diagonal_dims", lambda: fnp.fill_diagonal(np.zeros((2, 2, 3)), 1.0, inplace=False),
+     "equal length"),
+    ("diag_indices_from", lambda: fnp.diag_indices_from(X), "equal length"),
+    ("tril_indices_from", lambda: fnp.tril_indices_from(P), "2-d"),
+    ("ravel_multi_index", lambda: fnp.ravel_multi_index((np.array([5]), np.array([0])),
+                                                        (2, 2)), "invalid entry"),
+    ("unravel_index", lambda: fnp.unravel_index(np.array([9]), (2, 2)), "out of bounds"),
+    ("meshgrid_indexing", lambda: fnp.meshgrid(P, P, indexing="xz"), "indexing"),
+    ("geomspace_zero", lambda: fnp.geomspace(0.0, 1.0, 3), "zero"),
+    ("vectorize_signature", lambda: fnp.vectorize(fnp.sum, signature="(n->()"), "signature"),
+    ("vectorize_core", lambda: fnp.vectorize(lambda a, b: a @ b, signature="(n),(n)->()")(
+        np.ones(3), np.ones(4)), "core dimension"),
+    ("apply_along_axis_0d", lambda: fnp.apply_along_axis(fnp.sum, 0, np.float64(1.0)),
+     "at least one dimension"),
+    ("ldexp_float", lambda: fnp.ldexp(X, X), "integers"),
+    ("frexp_complex", lambda: fnp.frexp(X + 1j), "complex"),
+    ("gcd_float", lambda: fnp.gcd(X, 2), "integer operands"),
+    ("packbits_float", lambda: fnp.packbits(X), "boolean or integer"),
+    ("unpackbits_dtype", lambda: fnp.unpackbits(INTS), "uint8"),
+    ("packbits_order", lambda: fnp.packbits(BITS, bitorder="middle"), "bitorder"),
+    ("r_directive", lambda: fnp.r_["r", P], "directive"),
+    ("frompyfunc_reduce", lambda: fnp.frompyfunc(lambda a: a, 1, 1).reduce(P), "2 inputs"),
+    ("apply_over_axes", lambda: fnp.apply_over_axes(lambda a, ax: fnp.sum(a), X, [0]),
+     "dimensions"),
+]
+
+
+@pytest.mark.parametrize("case", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_errors_are_full_sentence_functx_errors(case):
+    _, f, fragment = case
+    with pytest.raises(FunctxError) as info:
+        f()
+    message = str(info.value).splitlines()[0]
+    assert fragment in message, message
+    assert "functx.numpy" in message, message
+    assert message.rstrip().endswith("."), message

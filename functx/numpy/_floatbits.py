@@ -26,7 +26,7 @@ from functx.numpy import _reductions as _r
 from functx.numpy import _shape as _fshape
 from functx.numpy import _ufuncs as _uf
 from functx.numpy._promotion import astype, is_tracer, promote_args_dtype, result_type
-from functx.numpy._ufunc_base import as_ufunc, to_inexact
+from functx.numpy._ufunc_base import as_ufunc, quiet_unused_branch, to_inexact
 from functx.primitives import bits as _bits
 from functx.primitives.misc import stop_gradient
 
@@ -96,7 +96,8 @@ def frexp(x):
     x = to_inexact(x)
     e = _exponent(x)
     special = _uf.logical_or(_uf.equal(x, 0), _uf.logical_not(_uf.isfinite(x)))
-    m = _uf.where(special, x, _scale(x, _uf.negative(e)))
+    with quiet_unused_branch():
+        m = _uf.where(special, x, _scale(x, _uf.negative(e)))
     return m, e
 
 
@@ -120,6 +121,11 @@ def ldexp(x1, x2):
     x = astype(x, result_type(x, 1.0) if x.dtype.kind in "iub" else x.dtype)
     if x.dtype.kind == "c":
         raise DTypeError("functx.numpy.ldexp needs a real floating-point x1, got complex.")
+    with quiet_unused_branch():
+        return _ldexp(x, n)
+
+
+def _ldexp(x: Any, n: Any) -> Any:
     dt = x.dtype
     _, mant, bias = _format("ldexp", dt)
     emax, emin = bias, 1 - bias
@@ -151,8 +157,9 @@ def modf(x):
     """
     x = to_inexact(x)
     whole = _uf.trunc(x)
-    frac = _uf.where(_uf.isinf(x), _uf.copysign(np.zeros((), x.dtype), x),
-                     _uf.subtract(x, stop_gradient(whole)))
+    with quiet_unused_branch():
+        frac = _uf.where(_uf.isinf(x), _uf.copysign(np.zeros((), x.dtype), x),
+                         _uf.subtract(x, stop_gradient(whole)))
     return frac, stop_gradient(whole)
 
 

@@ -262,9 +262,9 @@ def unravel_index(indices: Any, shape: Any) -> tuple:
     if not is_tracer(idx):
         h = _fshape.to_host(idx)
         if h.size and (h.min() < -total or h.max() >= total):
-            raise ArgumentError(f"functx.numpy.unravel_index: index {int(h.max()) if h.max() >= total else int(h.min())} "
-                                f"is out of bounds for an array of size {total} (shape "
-                                f"{shape}).")
+            bad = int(h.max()) if h.max() >= total else int(h.min())
+            raise ArgumentError(f"functx.numpy.unravel_index: index {bad} is out of bounds "
+                                f"for an array of size {total} (shape {shape}).")
     idx = _uf.where(_uf.less(idx, 0), _uf.add(idx, total), idx)
     idx = _uf.clip(idx, 0, builtins.max(total - 1, 0))
     out = []

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from functx.errors import ArgumentError
+from functx.errors import ArgumentError, DTypeError, ShapeError
 from functx.numpy import _reductions as _r
 from functx.numpy import _shape as _fshape
 from functx.numpy import _ufuncs as _uf
@@ -128,7 +128,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     if not _has_nan(a):
         return _r.var(a, axis, dtype, None, ddof, keepdims, where=where)
     if a.dtype.kind == "c":
-        raise TypeError("functx.numpy.nanvar does not support complex inputs; take the "
+        raise DTypeError("functx.numpy.nanvar does not support complex inputs; take the "
                         "variance of the real and imaginary parts separately.")
     compute, result = _mean_dtypes(a, dtype)
     x = astype(a, compute)
@@ -208,7 +208,8 @@ def _nan_arg(name: str, extremum: Any, a: Any, axis: Any, out: Any,
     else:
         ax = _fshape.norm_axis(axis, len(a.shape), name)
     if a.shape[ax] == 0:
-        raise ValueError(f"functx.numpy.{name}: attempt to get {name} of an empty sequence.")
+        raise ShapeError(f"functx.numpy.{name}: attempt to get {name} of an empty sequence "
+                         f"(axis {ax} of shape {tuple(a.shape)} has length 0).")
     nan = _uf.isnan(a)
     best = extremum(a, ax, keepdims=True)
     hit = _uf.logical_and(_uf.equal(a, best), _uf.logical_not(nan))  # the first one wins

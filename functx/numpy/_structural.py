@@ -86,7 +86,7 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *,
     mask; static) along ``axis`` (of the flattened ``arr`` if None).
 
     Raises:
-        IndexError: an index is out of range.
+        ArgumentError: an index is out of range.
 
     Example:
         >>> fnp.delete(np.array([1, 2, 3, 4]), [0, 2])
@@ -96,8 +96,9 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *,
     n = arr.shape[ax]
     pos = _static_positions("delete", obj, n).ravel()
     if pos.size and (pos.min() < -n or pos.max() >= n):
-        raise IndexError(f"functx.numpy.delete: index {int(pos.max() if pos.max() >= n else pos.min())} "
-                         f"is out of bounds for axis {ax} with size {n}.")
+        bad = int(pos.max() if pos.max() >= n else pos.min())
+        raise ArgumentError(f"functx.numpy.delete: index {bad} is out of bounds for axis {ax} "
+                            f"with size {n}.")
     keep = np.ones(n, bool)
     keep[pos % builtins.max(n, 1)] = False
     return _idx.take(arr, np.flatnonzero(keep), axis=ax)
@@ -109,7 +110,7 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
     ``numpy.insert``.
 
     Raises:
-        IndexError: a position is out of range.
+        ArgumentError: a position is out of range.
 
     Example:
         >>> fnp.insert(np.array([1, 2, 3]), 1, [8, 9])
@@ -122,8 +123,8 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
         obj if not is_tracer(obj) else np.zeros(obj.shape)) == 0
     pos = _static_positions("insert", obj, n + 1 if not isinstance(obj, builtins.slice) else n)
     if pos.size and (pos.min() < -n or pos.max() > n):
-        raise IndexError(f"functx.numpy.insert: index {pos.tolist()} is out of bounds for "
-                         f"axis {ax} with size {n}.")
+        raise ArgumentError(f"functx.numpy.insert: index {pos.tolist()} is out of bounds for "
+                            f"axis {ax} with size {n}.")
     pos = np.where(pos < 0, pos + n, pos)
     if scalar:
         v = values
@@ -524,8 +525,9 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *,
         if not is_tracer(ind):
             h = _fshape.to_host(ind)
             if h.min() < -n or h.max() >= n:
-                raise IndexError(f"functx.numpy.put: index {int(h.max() if h.max() >= n else h.min())} "
-                                 f"is out of bounds for size {n}.")
+                bad = int(h.max() if h.max() >= n else h.min())
+                raise ArgumentError(f"functx.numpy.put: index {bad} is out of bounds for size "
+                                    f"{n}; use mode='wrap' or 'clip'.")
         ind = _uf.where(_uf.less(ind, 0), _uf.add(ind, n), ind)
     else:
         raise ArgumentError(f"functx.numpy.put: mode must be 'raise', 'wrap' or 'clip', not "
