@@ -578,3 +578,41 @@ def test_errors_are_full_sentence_functx_errors(case):
     assert fragment in message, message
     assert "functx.numpy" in message, message
     assert message.rstrip().endswith("."), message
+
+
+# ----------------------------------------------------------------------------------------
+# forward mode and second order, for a sample
+
+JVP_CASES = [c for c in DIFF_CASES if c[0] in (
+    "nanvar", "interp", "cov", "convolve", "polyfit", "gradient_coords", "unwrap", "corrcoef",
+    "geomspace", "put", "histogram_weights", "vectorize")]
+
+
+@pytest.mark.parametrize("case", JVP_CASES, ids=[c[0] for c in JVP_CASES])
+def test_jvp_against_jax(case):
+    _, f, g, args, argnums = case
+    tangents = [RNG.normal(size=np.shape(a)) if i in argnums else np.zeros(np.shape(a))
+                for i, a in enumerate(args)]
+    first = lambda fn: (lambda *a: _leaves(fn(*a))[0])  # noqa: E731
+    _, tf = fx.jvp(first(f), list(args), tangents)
+    _, tj = jax.jvp(first(g), tuple(jnp.asarray(a) for a in args),
+                    tuple(jnp.asarray(t) for t in tangents))
+    _close(tf, tj, rtol=1e-7, dtype=False)
+
+
+@pytest.mark.parametrize("name", ["nanstd", "interp", "polyfit", "cov", "trapezoid"])
+def test_hessian_against_jax(name):
+    _, f, g, args, argnums = next(c for c in DIFF_CASES if c[0] == name)
+    i = argnums[-1]
+    w = _weights_like(_leaves(f(*args))[0])
+
+    def loss(fn, xp):
+        def h(v):
+            a = list(args)
+            a[i] = v
+            return xp.sum(_leaves(fn(*a))[0] * w)
+        return h
+
+    hf = fx.hessian(loss(f, fnp))(args[i])
+    hj = jax.hessian(loss(g, jnp))(jnp.asarray(args[i]))
+    _close(hf, hj, rtol=1e-6, dtype=False)

@@ -42,7 +42,7 @@ from functx.primitives.complex import imag
 
 __all__ = [
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "atan2", "pow", "concat",
-    "permute_dims", "bitwise_invert", "left_shift", "right_shift", "bitwise_left_shift",
+    "permute_dims", "row_stack", "bitwise_invert", "left_shift", "right_shift", "bitwise_left_shift",
     "bitwise_right_shift", "bitwise_count", "isdtype", "unstack", "cumulative_sum",
     "cumulative_prod", "copy", "iscomplex", "isreal", "isscalar", "iterable", "array_equiv",
     "bfloat16", "single", "double", "csingle", "cdouble", "float_", "complex_", "int_",
@@ -56,6 +56,7 @@ acos, acosh, asin, asinh = _um.arccos, _um.arccosh, _um.arcsin, _um.arcsinh
 atan, atanh, atan2 = _um.arctan, _um.arctanh, _um.arctan2
 pow = _uf.power
 bitwise_invert = _uf.invert
+row_stack = _fshape.vstack  # NumPy's older name (deprecated there in 2.0, kept by JAX 0.4)
 
 
 def concat(arrays: Sequence[Any], /, *, axis: int | None = 0) -> Any:
