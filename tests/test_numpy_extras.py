@@ -616,3 +616,23 @@ def test_hessian_against_jax(name):
     hf = fx.hessian(loss(f, fnp))(args[i])
     hj = jax.hessian(loss(g, jnp))(jnp.asarray(args[i]))
     _close(hf, hj, rtol=1e-6, dtype=False)
+
+
+F32 = X.astype(np.float32)
+
+
+@pytest.mark.parametrize("name,f", [
+    ("gradient", lambda m: m.gradient(F32, 0.5)[0]), ("trapezoid", lambda m: m.trapezoid(F32)),
+    ("nanmean", lambda m: m.nanmean(F32)), ("nanvar", lambda m: m.nanvar(F32, axis=0)),
+    ("diff", lambda m: m.diff(F32, prepend=0)), ("unwrap", lambda m: m.unwrap(F32[0])),
+    ("convolve", lambda m: m.convolve(F32[0], F32[1])), ("polyval", lambda m: m.polyval(
+        F32[0], 2.0)), ("logspace", lambda m: m.logspace(np.float32(0), np.float32(1), 3)),
+    ("ldexp", lambda m: m.ldexp(F32, 2)), ("frexp", lambda m: m.frexp(F32)[0]),
+    ("histogram", lambda m: m.histogram(F32, weights=F32)[0]),
+    ("interp", lambda m: m.interp(F32[0], np.sort(F32[1]), F32[2])),
+    ("cov", lambda m: m.cov(F32)), ("polyfit", lambda m: m.polyfit(F32[0], F32[1], 1)),
+])
+def test_float32_stays_float32(name, f):
+    # as NumPy where NumPy keeps float32; as jax.numpy where NumPy widens to float64
+    assert f(fnp).dtype == np.float32
+    assert f(jnp).dtype == np.float32

@@ -12,6 +12,8 @@ Differences from NumPy:
       unless it guards its own input (the "double where" trick).
     * ``interp(period=...)`` sorts ``xp`` on the host, so it needs concrete ``xp``.
     * ``unwrap`` of integers computes in float64 (NumPy has a separate integer path).
+    * ``interp``, ``cov`` and ``corrcoef`` keep float32 (and float16) inputs in their
+      precision, as ``jax.numpy``; NumPy computes and returns float64.
 """
 from __future__ import annotations
 
@@ -119,8 +121,9 @@ def _gradient_1d(f: Any, h: Any, axis: int, edge_order: int) -> Any:
     def s(a: int | None, b: int | None) -> Any:
         return _sl(f, axis, a, b)
 
-    if len(getattr(h, "shape", ())) == 0:  # uniform spacing
-        interior = _uf.true_divide(_uf.subtract(s(2, None), s(None, -2)), _uf.multiply(h, 2.0))
+    if len(getattr(h, "shape", ())) == 0:  # uniform spacing (a Python number stays weak)
+        h2 = h * 2.0 if isinstance(h, (int, float)) else _uf.multiply(h, 2.0)
+        interior = _uf.true_divide(_uf.subtract(s(2, None), s(None, -2)), h2)
         if edge_order == 1:
             first = _uf.true_divide(_uf.subtract(s(1, 2), s(0, 1)), h)
             last = _uf.true_divide(_uf.subtract(s(-1, None), s(-2, -1)), h)
@@ -201,6 +204,9 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
             raise ShapeError(f"functx.numpy.gradient: axis {ax} of shape {tuple(f.shape)} "
                              f"has {f.shape[ax]} points; at least edge_order + 1 = "
                              f"{edge_order + 1} are needed.")
+        if isinstance(h, (int, float)):
+            out.append(_gradient_1d(f, h, ax, edge_order))
+            continue
         h = _fshape.as_array(h)
         if len(h.shape) == 1:
             if h.shape[0] != f.shape[ax]:
@@ -226,7 +232,7 @@ def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
     y = _float(_fshape.as_array(y))
     axis = _fshape.norm_axis(axis, len(y.shape), "trapezoid")
     if x is None:
-        d = _fshape.as_array(dx)
+        d = dx if isinstance(dx, (int, float)) else _fshape.as_array(dx)
     else:
         x = _fshape.as_array(x)
         if len(x.shape) == 1:

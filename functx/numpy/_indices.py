@@ -411,8 +411,8 @@ def logspace(start: Any, stop: Any, num: int = 50, endpoint: builtins.bool = Tru
         array([  1.,  10., 100.])
     """
     y = _cr.linspace(start, stop, num, endpoint=endpoint, axis=axis)
-    b = _fshape.as_array(base)
-    if len(b.shape):
+    b = base if isinstance(base, (int, float)) else _fshape.as_array(base)
+    if len(getattr(b, "shape", ())):
         b = _fshape.expand_dims(b, axis)
     out = _uf.power(b, y)
     return astype(out, dtype) if dtype is not None else out

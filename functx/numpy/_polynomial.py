@@ -14,6 +14,8 @@ Differences from NumPy (as ``jax.numpy``):
       the roots come in conjugate pairs, a value-dependent dtype).
     * ``roots`` needs concrete coefficients (an eigenvalue problem on the host) and is
       not differentiable; ``strip_zeros=False`` gives NaN roots for leading zeros, as JAX.
+    * ``polyfit`` and ``vander`` keep float32 inputs in float32, as ``jax.numpy`` (NumPy
+      returns float64).
     * ``polyfit`` solves the least-squares problem by a modified Gram-Schmidt QR of the
       scaled Vandermonde matrix (differentiable); ``full=True`` and ``rcond`` are not
       supported.
