@@ -624,9 +624,9 @@ F32 = X.astype(np.float32)
 @pytest.mark.parametrize("name,f", [
     ("gradient", lambda m: m.gradient(F32, 0.5)[0]), ("trapezoid", lambda m: m.trapezoid(F32)),
     ("nanmean", lambda m: m.nanmean(F32)), ("nanvar", lambda m: m.nanvar(F32, axis=0)),
-    ("diff", lambda m: m.diff(F32, prepend=0)), ("unwrap", lambda m: m.unwrap(F32[0])),
+    ("diff", lambda m: m.diff(F32, append=F32[:, :1])), ("unwrap", lambda m: m.unwrap(F32[0])),
     ("convolve", lambda m: m.convolve(F32[0], F32[1])), ("polyval", lambda m: m.polyval(
-        F32[0], 2.0)), ("logspace", lambda m: m.logspace(np.float32(0), np.float32(1), 3)),
+        F32[0], F32[1])), ("logspace", lambda m: m.logspace(np.float32(0), np.float32(1), 3)),
     ("ldexp", lambda m: m.ldexp(F32, 2)), ("frexp", lambda m: m.frexp(F32)[0]),
     ("histogram", lambda m: m.histogram(F32, weights=F32)[0]),
     ("interp", lambda m: m.interp(F32[0], np.sort(F32[1]), F32[2])),
