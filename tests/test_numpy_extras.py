@@ -636,3 +636,71 @@ def test_float32_stays_float32(name, f):
     # as NumPy where NumPy keeps float32; as jax.numpy where NumPy widens to float64
     assert f(fnp).dtype == np.float32
     assert f(jnp).dtype == np.float32
+
+
+# ----------------------------------------------------------------------------------------
+# on another device (tests/test_backends.py's fake device): constants the functions make
+# (fills, index arrays) must be made there, or the primitives raise DeviceError
+
+import functx.backends as B  # noqa: E402
+
+import test_backends as _fake_backend  # noqa: E402  (tests/ is on sys.path, as test_cuda's)
+
+
+@pytest.fixture
+def on_fake():
+    registered = B._BACKENDS.get("fakegpu") is _fake_backend.FAKE
+    B.register_backend(_fake_backend.FAKE)
+    try:
+        yield lambda x: fx.device_put(np.asarray(x), "fakegpu")
+    finally:
+        if not registered:
+            B._BACKENDS.pop("fakegpu", None)
+            B.BY_TYPE.pop(_fake_backend.FakeArray, None)
+
+
+DEVICE_CASES: list[tuple[str, Callable]] = [
+    ("nan_reductions", lambda d: [fnp.nanvar(d(XN)), fnp.nanargmax(d(XN), 1),
+                                  fnp.nancumprod(d(XN)), fnp.nanmax(d(XN), 0)]),
+    ("aliases", lambda d: [fnp.bitwise_count(d(INTS)), fnp.left_shift(d(INTS), 2),
+                           fnp.cumulative_sum(d(P), include_initial=True)]),
+    ("polynomials", lambda d: [fnp.convolve(d(P), d(P[:2])), fnp.correlate(d(P[:2]), d(P),
+                                                                           "same"),
+                               fnp.polyval(d(P), d(X)), fnp.polyfit(d(XS), d(FP), 2),
+                               fnp.polyder(d(P)), fnp.polyint(d(P)), fnp.poly(d(P)),
+                               fnp.polydiv(d(P), d(P[:2]))[0], fnp.vander(d(P))]),
+    ("extras", lambda d: [fnp.diff(d(X), prepend=0), fnp.gradient(d(X), 0.5, d(np.arange(5.0))),
+                          fnp.trapezoid(d(X)), fnp.unwrap(d(PH)),
+                          fnp.interp(d(XQ), d(XS), d(FP)), fnp.cov(d(X)), fnp.corrcoef(d(X)),
+                          fnp.select([d(X) > 0], [d(X)]),
+                          fnp.piecewise(d(X), [d(X) > 0], [lambda t: t, 1.0])]),
+    ("histograms", lambda d: [fnp.bincount(d(np.abs(INTS[0])), length=60),
+                              fnp.digitize(d(XD), d(XB)), fnp.histogram(d(X), 4)[0],
+                              fnp.histogramdd(d(X.T), 2)[0], fnp.isin(d(INTS), [1, 2]),
+                              fnp.union1d(d(INTS[0]), d(INTS[1]))]),
+    ("structural", lambda d: [fnp.append(d(X), d(X)), fnp.insert(d(P), [1, 2], 3.0),
+                              fnp.delete(d(P), 1), fnp.choose(d(INTS % 2), [d(INTS), 7]),
+                              fnp.compress(d(P) > 0, d(P), size=3), fnp.rot90(d(X)),
+                              fnp.resize(d(P), (3, 3)),
+                              fnp.place(d(P), d(P) > 0, d(P[:2]), inplace=False),
+                              fnp.put(d(P), [0, 2], 9.0, inplace=False),
+                              fnp.fill_diagonal(d(X), 2.0, inplace=False)]),
+    ("indices", lambda d: [fnp.meshgrid(d(P), d(P))[0], fnp.unravel_index(d(INTS % 6),
+                                                                          (2, 3))[0],
+                           fnp.geomspace(d(P) ** 2 + 1, d(P) ** 2 + 2, 3),
+                           fnp.logspace(d(P), d(P) + 1, 3)]),
+    ("floatbits", lambda d: [fnp.frexp(d(X))[0], fnp.ldexp(d(X), 3), fnp.modf(d(X))[0],
+                             fnp.nextafter(d(X), 0.0), fnp.spacing(d(X)), fnp.gcd(d(INTS), 4),
+                             fnp.packbits(d(BITS)), fnp.unpackbits(d(UINTS))]),
+    ("functional", lambda d: [fnp.apply_along_axis(fnp.sum, 1, d(X)),
+                              fnp.vectorize(lambda a: a * 2)(d(X)),
+                              fx.grad(lambda fp: fnp.sum(fnp.interp(d(XQ), d(XS), fp)))(d(FP)),
+                              fx.grad(lambda y: fnp.sum(fnp.polyfit(d(XS), y, 2)))(d(FP))]),
+]
+
+
+@pytest.mark.parametrize("case", DEVICE_CASES, ids=[c[0] for c in DEVICE_CASES])
+def test_results_stay_on_the_device(case, on_fake):
+    _, f = case
+    for r in f(on_fake):
+        assert type(r) is _fake_backend.FakeArray, type(r)

@@ -26,6 +26,7 @@ import numpy as np
 from functx.errors import ArgumentError, DTypeError
 from functx.numpy import _reductions as _red
 from functx.numpy import _shape as _fshape
+from functx.numpy._devices import filled
 from functx.numpy import _ufuncs as _uf
 from functx.numpy import _ufuncs_math as _um
 from functx.numpy._promotion import (
@@ -204,7 +205,7 @@ def _cumulative(name: str, fn: Any, identity: int, x: Any, axis: Any, dtype: Any
     if include_initial:
         shape = list(out.shape)
         shape[axis] = 1
-        first = _fshape.broadcast_to(np.full((), identity, out.dtype), tuple(shape))
+        first = filled(out, identity, out.dtype, tuple(shape))
         out = _fshape.concatenate([first, out], axis=axis)
     return out
 

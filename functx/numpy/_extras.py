@@ -27,6 +27,7 @@ from functx.errors import ArgumentError, ShapeError
 from functx.numpy import _linalg as _la
 from functx.numpy import _reductions as _r
 from functx.numpy import _shape as _fshape
+from functx.numpy._devices import filled, joined
 from functx.numpy import _ufuncs as _uf
 from functx.numpy import _ufuncs_math as _um
 from functx.numpy._promotion import asarray, astype, is_inexact, result_type
@@ -54,7 +55,7 @@ def _sl(x: Any, axis: int, start: int | None, stop: int | None) -> Any:
 
 
 def _edge(name: str, value: Any, a: Any, axis: int) -> Any:
-    v = _fshape.as_array(value)
+    v = joined(a, value)
     if len(v.shape) == 0:
         shape = list(a.shape)
         shape[axis] = 1
@@ -286,7 +287,7 @@ def sorted_position(sorted_1d: Any, x: Any, side: str = "right") -> Any:
     """
     n = sorted_1d.shape[0]
     x = _fshape.as_array(x)
-    pos = _fshape.broadcast_to(np.zeros((), np.int64), tuple(x.shape))
+    pos = filled(x, 0, np.int64, tuple(x.shape))
     step = 1 << builtins.max(n.bit_length() - 1, 0) if n else 0
     while step:
         cand = _uf.add(pos, np.asarray(step, np.int64))
@@ -510,12 +511,12 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
     if len(funclist) == n + 1:
         none = _uf.logical_not(_r.any(_fshape.stack(
             [_fshape.broadcast_to(c, tuple(x.shape)) for c in conds]), axis=0)) if n else \
-            _fshape.broadcast_to(np.ones((), np.bool_), tuple(x.shape))
+            filled(x, True, np.bool_, tuple(x.shape))
         conds = conds + [none]
     elif len(funclist) != n:
         raise ArgumentError(f"functx.numpy.piecewise: with {n} condition(s), funclist must "
                             f"have {n} or {n + 1} entries, got {len(funclist)}.")
-    out = _fshape.broadcast_to(np.zeros((), x.dtype), tuple(x.shape))
+    out = filled(x, 0, x.dtype, tuple(x.shape))
     for c, f in zip(conds, funclist):
         value = f(x, *args, **kw) if callable(f) else f
         out = _uf.where(c, astype(_fshape.as_array(value), x.dtype), out)

@@ -310,7 +310,8 @@ def packbits(a: Any, axis: int | None = None, bitorder: str = "big") -> Any:
     bits = _fshape.reshape(bits, shape)
     wshape = [1] * len(shape)
     wshape[ax + 1] = 8
-    weighted = _bits.shift_left(bits, _fshape.broadcast_to(shifts.reshape(wshape), shape))
+    shifts = _fshape.on_device_of(a, shifts.reshape(wshape))
+    weighted = _bits.shift_left(bits, _fshape.broadcast_to(shifts, shape))
     return astype(_r.sum(weighted, axis=ax + 1), np.uint8)
 
 
@@ -338,9 +339,9 @@ def unpackbits(a: Any, axis: int | None = None, count: int | None = None,
     shape = tuple(a.shape[:ax + 1]) + (8,) + tuple(a.shape[ax + 1:])
     sshape = [1] * len(shape)
     sshape[ax + 1] = 8
+    shifts = _fshape.on_device_of(a, shifts.reshape(sshape))
     bits = _uf.bitwise_and(_bits.shift_right_logical(_fshape.broadcast_to(x, shape),
-                                                     _fshape.broadcast_to(
-                                                         shifts.reshape(sshape), shape)),
+                                                     _fshape.broadcast_to(shifts, shape)),
                            np.uint8(1))
     out_shape = tuple(a.shape[:ax]) + (a.shape[ax] * 8,) + tuple(a.shape[ax + 1:])
     bits = _fshape.reshape(bits, out_shape)

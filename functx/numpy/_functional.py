@@ -25,6 +25,7 @@ import numpy as np
 from functx import tree
 from functx.errors import ArgumentError, ShapeError
 from functx.numpy import _shape as _fshape
+from functx.numpy._devices import filled
 from functx.numpy._promotion import asarray
 from functx.transforms.vmap import vmap
 
@@ -199,7 +200,7 @@ class _PyUfunc:
                 raise ArgumentError("functx.numpy.frompyfunc: reduce of an empty axis needs "
                                     "an identity; pass identity= to frompyfunc.")
             shape = tuple(d for i, d in enumerate(a.shape) if i != ax)
-            return _fshape.broadcast_to(np.asarray(self.identity, a.dtype), shape)
+            return filled(a, self.identity, a.dtype, shape)
         acc = None
         for i in range(a.shape[ax]):
             p = _fshape.squeeze(_fshape.slice_axis(a, i, i + 1, ax), ax)

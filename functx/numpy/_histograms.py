@@ -30,6 +30,7 @@ from functx.errors import ArgumentError, ShapeError
 from functx.numpy import _extras as _ex
 from functx.numpy import _reductions as _r
 from functx.numpy import _shape as _fshape
+from functx.numpy._devices import filled
 from functx.numpy import _ufuncs as _uf
 from functx.numpy._promotion import asarray, astype, is_inexact, is_tracer, result_type
 from functx.primitives import indexing as _ix
@@ -93,7 +94,7 @@ def bincount(x: Any, weights: Any = None, minlength: int = 0, *,
         dt = w.dtype if is_inexact(w.dtype) else np.dtype(np.float64)
         w = _uf.where(valid, astype(w, dt), np.zeros((), dt))
     idx = _uf.where(valid, x, _i64(0))
-    zeros = _fshape.broadcast_to(np.zeros((), dt), (length,))
+    zeros = filled(x, 0, dt, (length,))
     return _ix.scatter_add(zeros, idx, astype(w, dt), axis=0)
 
 
@@ -115,7 +116,7 @@ def digitize(x: Any, bins: Any, right: builtins.bool = False, *, method: Any = N
                          f"{tuple(bins.shape)}.")
     n = bins.shape[0]
     if n == 0:
-        return _fshape.broadcast_to(np.zeros((), np.int64), tuple(x.shape))
+        return filled(x, 0, np.int64, tuple(x.shape))
     dt = result_type(x, bins)
     x, bins = astype(x, dt), astype(bins, dt)
     inc = _ex.sorted_position(bins, x, "left" if right else "right")
@@ -173,7 +174,8 @@ def histogram_bin_edges(a: Any, bins: Any = 10, range: Any = None,
                             f"{n}.")
     lo, hi = _range_of("histogram_bin_edges", a, range)
     step = _uf.true_divide(_uf.subtract(hi, lo), np.asarray(n, lo.dtype))
-    inner = _uf.add(_uf.multiply(np.arange(n).astype(lo.dtype), step), lo)  # as linspace
+    inner = _uf.add(_uf.multiply(_fshape.on_device_of(step, np.arange(n).astype(lo.dtype)),
+                                 step), lo)  # as linspace
     return _fshape.concatenate([inner, _fshape.reshape(hi, (1,))])
 
 
@@ -216,7 +218,7 @@ def _histogram_counts(name: str, columns: Sequence[Any], edges: Sequence[Any],
                       weights: Any, shape: tuple) -> Any:
     """Counts over the bins of several coordinates (one edges array per column)."""
     nbins = [e.shape[0] - 1 for e in edges]
-    flat_idx = _fshape.broadcast_to(_i64(0), tuple(columns[0].shape))
+    flat_idx = filled(columns[0], 0, np.int64, tuple(columns[0].shape))
     inside = None
     for col, e, nb in zip(columns, edges, nbins):
         i, ok = _bin_index(astype(col, result_type(col, e)), e)
@@ -234,7 +236,7 @@ def _histogram_counts(name: str, columns: Sequence[Any], edges: Sequence[Any],
     else:
         dt = np.dtype(np.int64)
         w = astype(inside, dt)
-    zeros = _fshape.broadcast_to(np.zeros((), dt), (total,))
+    zeros = filled(columns[0], 0, dt, (total,))
     return _fshape.reshape(_ix.scatter_add(zeros, flat_idx, w, axis=0), tuple(nbins))
 
 
@@ -330,9 +332,9 @@ def isin(element: Any, test_elements: Any, assume_unique: builtins.bool = False,
     dt = result_type(e, t)
     e, t = astype(e, dt), astype(t, dt)
     if t.shape[0] == 0:
-        found = _fshape.broadcast_to(np.zeros((), np.bool_), tuple(e.shape))
+        found = filled(e, False, np.bool_, tuple(e.shape))
     elif not is_tracer(t) and method != "compare_all" and dt.kind != "c":
-        sorted_t = asarray(np.sort(_fshape.to_host(t)))
+        sorted_t = _fshape.on_device_of(e, np.sort(_fshape.to_host(t)))
         pos = _ex.sorted_position(sorted_t, e, "left")
         hit = _ix.gather(sorted_t, _uf.minimum(pos, _i64(t.shape[0] - 1)), axis=0)
         found = _uf.equal(hit, e)

@@ -541,5 +541,6 @@ def kaiser(M: int, beta: Any) -> Any:
     b = astype(b, np.float64) if not is_inexact(b.dtype) else b
     n = np.arange(m, dtype=np.float64)
     r = np.sqrt(np.clip(1 - (2 * n / (m - 1) - 1) ** 2, 0, None))
-    return _uf.true_divide(_i0_series(_uf.multiply(b, r)), _i0_series(b))
+    return _uf.true_divide(_i0_series(_uf.multiply(b, _fshape.on_device_of(b, r))),
+                           _i0_series(b))
 

@@ -31,6 +31,7 @@ from functx.errors import ArgumentError, ShapeError
 from functx.numpy import _linalg as _la
 from functx.numpy import _reductions as _r
 from functx.numpy import _shape as _fshape
+from functx.numpy._devices import filled
 from functx.numpy import _ufuncs as _uf
 from functx.numpy import _ufuncs_math as _um
 from functx.numpy._promotion import asarray, astype, result_type
@@ -175,7 +176,7 @@ def polyval(p: Any, x: Any, *, unroll: int = 16) -> Any:
     x = _fshape.as_array(x)
     dt = result_type(p, x)
     if p.shape[0] == 0:
-        return _fshape.broadcast_to(np.zeros((), dt), tuple(x.shape))
+        return filled(x, 0, dt, tuple(x.shape))
     y = astype(_fshape.broadcast_to(p[0], tuple(x.shape)), dt)
     for i in range(1, p.shape[0]):
         y = _uf.add(_uf.multiply(y, x), p[i])
@@ -265,7 +266,7 @@ def polydiv(u: Any, v: Any, *, trim_leading_zeros: builtins.bool = False) -> tup
         qs.append(d)
         upd = _uf.multiply(d, v)
         r = _fshape.concatenate([r[:k], _uf.subtract(r[k:k + n + 1], upd), r[k + n + 1:]])
-    q = _fshape.stack(qs) if qs else astype(asarray(np.zeros(1)), dt)
+    q = _fshape.stack(qs) if qs else _fshape.on_device_of(u, np.zeros(1, dt))
     if trim_leading_zeros:
         value = _fshape.concrete_value(r, "functx.numpy.polydiv(trim_leading_zeros=True)",
                                        "the remainder's length depends on it")
@@ -295,7 +296,7 @@ def polyder(p: Any, m: int = 1) -> Any:
         n = p.shape[0]
         if n <= 1:
             return p[:0]
-        p = _uf.multiply(p[:-1], np.arange(n - 1, 0, -1))
+        p = _uf.multiply(p[:-1], _fshape.on_device_of(p, np.arange(n - 1, 0, -1)))
     return _fshape.unchanged(p)
 
 
@@ -317,7 +318,7 @@ def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
                             f"non-negative, got {m}.")
     if m == 0:
         return _fshape.unchanged(p)
-    k = _fshape.as_array(0 if k is None else k)
+    k = _fshape.on_device_of(p, np.zeros(())) if k is None else _fshape.as_array(k)
     if len(k.shape) == 0 or k.shape == (1,):
         k = _fshape.broadcast_to(_fshape.reshape(k, ()), (m,))
     if tuple(k.shape) != (m,):
@@ -327,7 +328,8 @@ def polyint(p: Any, m: int = 1, k: Any = None) -> Any:
     p, k = astype(p, dt), astype(k, dt)
     for i in range(m):
         n = p.shape[0]
-        p = _fshape.concatenate([_uf.true_divide(p, np.arange(n, 0, -1).astype(dt)),
+        p = _fshape.concatenate([_uf.true_divide(p, _fshape.on_device_of(
+                                     p, np.arange(n, 0, -1).astype(dt))),
                                  _fshape.reshape(k[i], (1,))])
     return p
 
@@ -349,9 +351,10 @@ def poly(seq_of_zeros: Any) -> Any:
         raise ShapeError(f"functx.numpy.poly: the input must be a 1-D array of roots or a "
                          f"square matrix, got shape {tuple(z.shape)}.")
     z = _inexact(z)
-    a = astype(asarray(np.ones(1)), z.dtype)
+    a = _fshape.on_device_of(z, np.ones(1, z.dtype))
     for i in range(z.shape[0]):
-        a = convolve(a, _fshape.stack([np.ones((), z.dtype), _uf.negative(z[i])]))
+        one = _fshape.on_device_of(z, np.ones((), z.dtype))
+        a = convolve(a, _fshape.stack([one, _uf.negative(z[i])]))
     return a
 
 
@@ -408,7 +411,7 @@ def vander(x: Any, N: int | None = None, increasing: builtins.bool = False) -> A
         raise ArgumentError(f"functx.numpy.vander: N must be non-negative, got {n}.")
     if n == 0:
         return _uf.multiply(_fshape.reshape(x, (x.shape[0], 1))[:, :0], 0)
-    ones = _fshape.broadcast_to(np.ones((), x.dtype), (x.shape[0], 1))
+    ones = filled(x, 1, x.dtype, (x.shape[0], 1))
     reps = _fshape.broadcast_to(_fshape.reshape(x, (x.shape[0], 1)), (x.shape[0], n - 1))
     cols = _r.cumprod(_fshape.concatenate([ones, reps], axis=1), axis=1)
     return cols if increasing else _fshape.flip(cols, 1)

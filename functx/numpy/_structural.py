@@ -25,8 +25,9 @@ from functx.errors import ArgumentError, ShapeError
 from functx.numpy import _indexing as _idx
 from functx.numpy import _reductions as _r
 from functx.numpy import _shape as _fshape
+from functx.numpy._devices import filled, joined
 from functx.numpy import _ufuncs as _uf
-from functx.numpy._promotion import asarray, astype, is_tracer, result_type
+from functx.numpy._promotion import astype, is_tracer, result_type
 from functx.primitives import indexing as _ix
 
 __all__ = [
@@ -117,7 +118,7 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
         array([1, 8, 9, 2, 3])
     """
     arr, ax = _axis_or_flat(_fshape.as_array(arr), axis, "insert")
-    values = astype(_fshape.as_array(values), arr.dtype)
+    values = astype(joined(arr, values), arr.dtype)
     n, nd = arr.shape[ax], len(arr.shape)
     scalar = not isinstance(obj, builtins.slice) and np.ndim(
         obj if not is_tracer(obj) else np.zeros(obj.shape)) == 0
@@ -217,7 +218,7 @@ def choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
         raise ArgumentError("functx.numpy.choose does not support out=; use the array it "
                             "returns.")
     a = _fshape.as_array(a)
-    chs = [_fshape.as_array(c) for c in (choices if isinstance(choices, (list, tuple)) else
+    chs = [joined(a, c) for c in (choices if isinstance(choices, (list, tuple)) else
                                          [choices[i] for i in range(choices.shape[0])])]
     n = len(chs)
     if mode not in ("raise", "wrap", "clip"):
@@ -251,8 +252,9 @@ def _sized_positions(mask: Any, size: int) -> tuple[Any, Any]:
     rank = _uf.subtract(_r.cumsum(m), np.asarray(1, np.int64))
     target = _uf.where(_uf.logical_and(mask, _uf.less(rank, size)), rank,
                        np.asarray(size, np.int64))
-    buf = _fshape.broadcast_to(np.asarray(n, np.int64), (size + 1,))
-    pos = _ix.scatter(buf, target, asarray(np.arange(n, dtype=np.int64)), axis=0)[:size]
+    buf = filled(mask, n, np.int64, (size + 1,))
+    pos = _ix.scatter(buf, target, _fshape.on_device_of(mask, np.arange(n, dtype=np.int64)),
+                      axis=0)[:size]
     return pos, _uf.less(pos, n)
 
 
@@ -281,18 +283,17 @@ def compress(condition: Any, a: Any, axis: int | None = None, *, size: int | Non
                          f"axis {ax} of a (length {a.shape[ax]}), got shape {tuple(c.shape)}.")
     c = _uf.not_equal(c, 0) if c.dtype != np.bool_ else c
     if c.shape[0] < a.shape[ax]:
-        c = _fshape.concatenate([c, _fshape.broadcast_to(np.zeros((), bool),
-                                                         (a.shape[ax] - c.shape[0],))])
+        c = _fshape.concatenate([c, filled(c, False, np.bool_, (a.shape[ax] - c.shape[0],))])
     if size is None:
         keep = np.flatnonzero(_fshape.concrete_value(
             c, "functx.numpy.compress without size=", "the result's length depends on it"))
         return _idx.take(a, keep, axis=ax)
-    pos, filled = _sized_positions(c, int(size))
+    pos, ok = _sized_positions(c, int(size))
     got = _ix.gather(a, pos, axis=ax)
     shape = [1] * len(a.shape)
     shape[ax] = int(size)
     fill = astype(_fshape.as_array(fill_value), a.dtype)
-    return _uf.where(_fshape.reshape(filled, tuple(shape)), got, fill)
+    return _uf.where(_fshape.reshape(ok, tuple(shape)), got, fill)
 
 
 def extract(condition: Any, arr: Any, *, size: int | None = None, fill_value: Any = 0) -> Any:
@@ -403,7 +404,7 @@ def resize(a: Any, new_shape: Any) -> Any:
                             f"non-negative, got {shape}.")
     total, n = int(np.prod(shape, dtype=np.int64)), _fshape.num_elements(a)
     if n == 0:
-        return _fshape.broadcast_to(np.zeros((), a.dtype), shape)
+        return filled(a, 0, a.dtype, shape)
     return _fshape.reshape(_fshape.take_flat(a, np.arange(total) % n), shape)
 
 
@@ -484,7 +485,7 @@ def place(arr: Any, mask: Any, vals: Any, *, inplace: builtins.bool = True) -> A
     if tuple(mask.shape) != tuple(arr.shape):
         raise ShapeError(f"functx.numpy.place: mask must have arr's shape "
                          f"{tuple(arr.shape)}, got {tuple(mask.shape)}.")
-    vals = _fshape.ravel(astype(_fshape.as_array(vals), arr.dtype))
+    vals = _fshape.ravel(astype(joined(arr, vals), arr.dtype))
     flat = _fshape.ravel(_uf.not_equal(mask, 0) if mask.dtype != np.bool_ else mask)
     if vals.shape[0] == 0:
         if not is_tracer(flat) and _fshape.to_host(flat).any():
@@ -510,7 +511,7 @@ def put(a: Any, ind: Any, v: Any, mode: str | None = None, *,
     a = _fshape.as_array(a)
     n = _fshape.num_elements(a)
     ind = _fshape.ravel(_fshape.as_array(ind))
-    v = _fshape.ravel(astype(_fshape.as_array(v), a.dtype))
+    v = _fshape.ravel(astype(joined(a, v), a.dtype))
     if ind.shape[0] == 0:
         return _fshape.unchanged(a)
     if v.shape[0] == 0:
@@ -602,7 +603,7 @@ def fill_diagonal(a: Any, val: Any, wrap: builtins.bool = False, *,
         step = 1 + int(np.cumprod(shape[:-1]).sum())
         end = total
     pos = np.arange(0, builtins.min(end, total), step)
-    v = _fshape.ravel(astype(_fshape.as_array(val), a.dtype))
+    v = _fshape.ravel(astype(joined(a, val), a.dtype))
     if pos.size == 0 or v.shape[0] == 0:
         return _fshape.unchanged(a)
     vals = _fshape.take_flat(v, np.arange(pos.size) % v.shape[0])
