@@ -704,3 +704,16 @@ def test_results_stay_on_the_device(case, on_fake):
     _, f = case
     for r in _leaves(f(on_fake)):
         assert type(r) is _fake_backend.FakeArray, type(r)
+
+
+def test_sequence_results_are_tuples_as_numpy():
+    assert type(fnp.gradient(X)) is tuple and type(np.gradient(X)) is tuple
+    assert type(fnp.meshgrid(P, P)) is tuple and type(np.meshgrid(P, P)) is tuple
+    assert type(fnp.unstack(X)) is tuple and type(fnp.histogramdd(X.T, 2)[1]) is list
+
+
+def test_histogram_of_non_finite_data_needs_a_range():
+    with pytest.raises(FunctxError, match="not finite; pass range="):
+        fnp.histogram(np.array([1.0, np.nan]))
+    _close(fnp.histogram(np.array([1.0, np.nan, 0.5]), 2, range=(0.0, 1.0)),
+           np.histogram(np.array([1.0, np.nan, 0.5]), 2, range=(0.0, 1.0)))

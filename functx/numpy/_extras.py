@@ -171,7 +171,8 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
     axis, or one scalar or coordinate array per axis.
 
     Returns:
-        One array per axis in ``axis`` (a list), or a single array for one axis.
+        One array per axis in ``axis`` (a tuple, as NumPy 2), or a single array for one
+        axis.
 
     Raises:
         ShapeError: an axis has fewer than ``edge_order + 1`` points, or a coordinate array
@@ -219,7 +220,7 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int | None = N
             raise ShapeError(f"functx.numpy.gradient: a spacing must be a scalar or a 1-D "
                              f"array, got shape {tuple(h.shape)}.")
         out.append(_gradient_1d(f, h, ax, edge_order))
-    return out[0] if len(out) == 1 else out
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def trapezoid(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:

@@ -129,6 +129,12 @@ def _range_of(name: str, a: Any, range: Any) -> tuple[Any, Any]:
     """The (first, last) edges: ``range`` or the data's min and max (widened by 0.5 on
     each side when equal), in the edges' dtype."""
     dt = a.dtype if is_inexact(a.dtype) else np.dtype(np.float64)
+    if range is None and not is_tracer(a) and _fshape.num_elements(a):
+        h = _fshape.to_host(a)
+        if not (np.isfinite(h.min()) and np.isfinite(h.max())):
+            raise ArgumentError(f"functx.numpy.{name}: the autodetected range of "
+                                f"[{h.min()}, {h.max()}] is not finite; pass range= or drop "
+                                f"the non-finite values.")
     if range is not None:
         lo, hi = (astype(_fshape.as_array(v), dt) for v in range)
         if not (is_tracer(lo) or is_tracer(hi)) and not float(lo) <= float(hi):

@@ -275,10 +275,10 @@ def unravel_index(indices: Any, shape: Any) -> tuple:
 
 
 def meshgrid(*xi: Any, copy: builtins.bool = True, sparse: builtins.bool = False,
-             indexing: str = "xy") -> list:
+             indexing: str = "xy") -> tuple:
     """Coordinate grids from 1-D coordinate arrays (``indexing='xy'``: the first two
     outputs' axes swapped, as for plots; ``'ij'``: matrix indexing). ``sparse`` keeps the
-    size-1 axes instead of broadcasting.
+    size-1 axes instead of broadcasting. Returns a tuple, as NumPy 2.
 
     Raises:
         ArgumentError: ``indexing`` is not ``'xy'`` or ``'ij'``.
@@ -302,7 +302,7 @@ def meshgrid(*xi: Any, copy: builtins.bool = True, sparse: builtins.bool = False
     if not sparse and out:
         full = np.broadcast_shapes(*(tuple(o.shape) for o in out))
         out = [_fshape.broadcast_to(o, full) for o in out]
-    return out
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------
