@@ -308,7 +308,7 @@ def einsum_path(subscripts: str, /, *operands: Any, optimize: Any = "auto") -> t
     Example:
         >>> fnp.einsum_path("ij,jk,kl->il", np.ones((2, 3)), np.ones((3, 4)),
         ...                 np.ones((4, 5)))[0]
-        ['einsum_path', (0, 1), (0, 1)]
+        ['einsum_path', (1, 2), (0, 1)]
     """
     shells = [np.broadcast_to(np.zeros((), _fshape.as_array(o).dtype if not isinstance(
         o, str) else np.float64), tuple(_fshape.as_array(o).shape)) for o in operands]

@@ -260,8 +260,8 @@ def histogramdd(sample: Any, bins: Any = 10, range: Any = None, weights: Any = N
     Example:
         >>> h, edges = fnp.histogramdd(np.array([[0.0, 0.0], [1.0, 1.0]]), bins=2)
         >>> h
-        array([[1, 0],
-               [0, 1]])
+        array([[1., 0.],
+               [0., 1.]])
     """
     s = _fshape.as_array(sample)
     if len(s.shape) == 1:
@@ -304,8 +304,8 @@ def histogram2d(x: Any, y: Any, bins: Any = 10, range: Any = None, weights: Any 
     Example:
         >>> h, xe, ye = fnp.histogram2d(np.array([0.0, 1.0]), np.array([0.0, 1.0]), bins=2)
         >>> h
-        array([[1, 0],
-               [0, 1]])
+        array([[1., 0.],
+               [0., 1.]])
     """
     x, y = _fshape.as_array(x), _fshape.as_array(y)
     if isinstance(bins, (list, tuple)) and len(bins) == 2:
