@@ -717,3 +717,18 @@ def test_histogram_of_non_finite_data_needs_a_range():
         fnp.histogram(np.array([1.0, np.nan]))
     _close(fnp.histogram(np.array([1.0, np.nan, 0.5]), 2, range=(0.0, 1.0)),
            np.histogram(np.array([1.0, np.nan, 0.5]), 2, range=(0.0, 1.0)))
+
+
+@pytest.mark.parametrize("module", ["_aliases", "_nanreductions", "_polynomial", "_extras",
+                                    "_histograms", "_structural", "_indices", "_functional",
+                                    "_floatbits"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"functx.numpy.{module}")
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    tests = doctest.DocTestFinder().find(mod, globs={"fnp": fnp, "np": np, "fx": fx})
+    assert tests
+    failed = [t.name for t in tests if runner.run(t, out=lambda s: None).failed]
+    assert not failed, failed
