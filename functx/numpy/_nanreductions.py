@@ -123,7 +123,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     a = _operand("nanvar", a, out)
     if correction is not _NO_VALUE:
         if ddof != 0:
-            raise _r_error("nanvar")
+            raise _ddof_error("nanvar")
         ddof = correction
     if not _has_nan(a):
         return _r.var(a, axis, dtype, None, ddof, keepdims, where=where)
@@ -142,7 +142,7 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: A
     return astype(r, result)
 
 
-def _r_error(name: str) -> Exception:
+def _ddof_error(name: str) -> Exception:
     return ArgumentError(f"functx.numpy.{name}: ddof and correction can't both be given; "
                          f"pass only one of them.")
 
