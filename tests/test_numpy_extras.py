@@ -732,3 +732,23 @@ def test_docstring_examples(module):
     assert tests
     failed = [t.name for t in tests if runner.run(t, out=lambda s: None).failed]
     assert not failed, failed
+
+
+def test_regressions_found_by_fuzzing():
+    # insert: one position takes a block; a list of one position too; empty positions
+    a = np.arange(4.0)
+    for obj, v in [([4], [7.0, 8.0]), (slice(1, 0, -1), [7.0, 8.0]), (slice(0, -3, -1),
+                                                                    [[7.0]])]:
+        _close(fnp.insert(a, obj, v), np.insert(a, obj, v))
+    _close(fnp.insert(np.zeros((1, 2, 1)), [0], np.ones((2, 2)), axis=-1),
+           np.insert(np.zeros((1, 2, 1)), [0], np.ones((2, 2)), axis=-1))
+    # histogram with a single edge has no bins
+    _close(fnp.histogram(XQ, [0.5]), np.histogram(XQ, [0.5]))
+    # interp of NaN where the last interval is empty
+    _close(fnp.interp(np.array([np.nan, 2.0]), [-1.0, 0.0, 0.0], [1.0, 2.0, 3.0]),
+           np.interp([np.nan, 2.0], [-1.0, 0.0, 0.0], [1.0, 2.0, 3.0]))
+    # cov(rowvar=False) of a single row: its columns are the variables
+    m = X[:1]
+    _close(fnp.cov(m, rowvar=False), np.cov(m, rowvar=False))
+    # nanargmax(axis=None, keepdims=True) keeps every axis
+    _close(fnp.nanargmax(XN, keepdims=True), np.nanargmax(XN, keepdims=True))

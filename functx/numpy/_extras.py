@@ -350,6 +350,7 @@ def interp(x: Any, xp: Any, fp: Any, left: Any = None, right: Any = None,
         slope = _uf.true_divide(_uf.subtract(f1, f0), safe_dx)
         f = _uf.where(same, f0, _uf.add(f0, _uf.multiply(slope, _uf.subtract(x, x0))))
         f = _uf.where(_uf.equal(x, xp[-1]), fp[-1], f)  # NumPy's exact right end
+        f = _uf.where(_uf.isnan(x), np.asarray(np.nan, f.dtype), f)
     if period is None:
         lval = fp[0] if left is None else left
         rval = fp[-1] if right is None else right
@@ -384,7 +385,7 @@ def cov(m: Any, y: Any = None, rowvar: builtins.bool = True, bias: builtins.bool
     dt = np.dtype(dtype) if dtype is not None else result_type(_float(m), *(
         [_float(_fshape.as_array(y))] if y is not None else []))
     x = _fshape.atleast_2d(astype(m, dt))
-    if not rowvar and x.shape[0] != 1:
+    if not rowvar and len(m.shape) != 1:
         x = _fshape.transpose(x)
     if x.shape[0] == 0:
         return astype(asarray(np.zeros((0, 0))), dt)

@@ -224,6 +224,9 @@ def _histogram_counts(name: str, columns: Sequence[Any], edges: Sequence[Any],
                       weights: Any, shape: tuple) -> Any:
     """Counts over the bins of several coordinates (one edges array per column)."""
     nbins = [e.shape[0] - 1 for e in edges]
+    if 0 in nbins:  # a single edge: no bins
+        dt = np.dtype(np.int64) if weights is None else _fshape.as_array(weights).dtype
+        return filled(columns[0], 0, dt, tuple(nbins))
     flat_idx = filled(columns[0], 0, np.int64, tuple(columns[0].shape))
     inside = None
     for col, e, nb in zip(columns, edges, nbins):

@@ -202,6 +202,7 @@ def _nan_arg(name: str, extremum: Any, a: Any, axis: Any, out: Any,
     plain = _r.argmax if name == "nanargmax" else _r.argmin
     if not _has_nan(a):
         return plain(a, axis, keepdims=keepdims)
+    nd = len(a.shape)
     if axis is None:
         a = _fshape.ravel(a)
         ax = 0
@@ -217,7 +218,7 @@ def _nan_arg(name: str, extremum: Any, a: Any, axis: Any, out: Any,
     all_nan = _r.all(nan, ax, keepdims=keepdims)
     r = _uf.where(all_nan, np.asarray(-1, idx.dtype), idx)
     if axis is None and keepdims:
-        return _fshape.reshape(r, (1,) * len(a.shape))
+        return _fshape.reshape(r, (1,) * nd)
     return r
 
 

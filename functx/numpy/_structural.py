@@ -63,15 +63,16 @@ def append(arr: Any, values: Any, axis: int | None = None) -> Any:
     return _fshape.concatenate([arr, values], axis=axis)
 
 
-def _static_positions(name: str, obj: Any, n: int) -> np.ndarray:
-    """``obj`` (an int, slice, or integer or boolean sequence) as host positions."""
+def _static_positions(name: str, obj: Any, n: int | None) -> np.ndarray:
+    """``obj`` (an int, slice, or integer or boolean sequence) as host positions; a boolean
+    mask must have length ``n`` unless ``n`` is None."""
     if isinstance(obj, builtins.slice):
         return np.arange(n)[obj]
     value = _fshape.concrete_value(obj, f"functx.numpy.{name}'s obj",
                                    "it decides the result's shape") if is_tracer(obj) or (
         isinstance(obj, (list, tuple)) and builtins.any(map(is_tracer, obj))) else np.asarray(obj)
     if value.dtype == np.bool_:
-        if value.shape != (n,):
+        if value.ndim != 1 or (n is not None and value.shape != (n,)):
             raise ShapeError(f"functx.numpy.{name}: a boolean obj must have the axis length "
                              f"{n}, got shape {value.shape}.")
         return np.flatnonzero(value)
@@ -105,10 +106,19 @@ def delete(arr: Any, obj: Any, axis: int | None = None, *,
     return _idx.take(arr, np.flatnonzero(keep), axis=ax)
 
 
+def _assign_broadcast(v: Any, shape: tuple) -> Any:
+    """``v`` broadcast to ``shape`` as NumPy's assignment ``target[...] = v`` broadcasts it
+    (leading size-1 axes beyond the target's dimensions are dropped first)."""
+    while len(v.shape) > len(shape) and v.shape[0] == 1:
+        v = _fshape.reshape(v, tuple(v.shape[1:]))
+    return _fshape.broadcast_to(v, shape)
+
+
 def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
     """``arr`` with ``values`` inserted before the positions ``obj`` (static: an int, slice
-    or integer sequence) along ``axis`` (of the flattened ``arr`` if None), as
-    ``numpy.insert``.
+    or integer sequence or boolean mask) along ``axis`` (of the flattened ``arr`` if None),
+    as ``numpy.insert`` (a single position takes a block of values; several positions take
+    one value each).
 
     Raises:
         ArgumentError: a position is out of range.
@@ -120,32 +130,39 @@ def insert(arr: Any, obj: Any, values: Any, axis: int | None = None) -> Any:
     arr, ax = _axis_or_flat(_fshape.as_array(arr), axis, "insert")
     values = astype(joined(arr, values), arr.dtype)
     n, nd = arr.shape[ax], len(arr.shape)
-    scalar = not isinstance(obj, builtins.slice) and np.ndim(
-        obj if not is_tracer(obj) else np.zeros(obj.shape)) == 0
-    pos = _static_positions("insert", obj, n + 1 if not isinstance(obj, builtins.slice) else n)
+    if isinstance(obj, builtins.slice):
+        pos, scalar = np.arange(n)[obj], False
+    else:
+        pos = _static_positions("insert", obj, None)
+        scalar = pos.ndim == 0
+        if pos.ndim > 1:
+            raise ArgumentError(f"functx.numpy.insert: index array argument obj must be one "
+                                f"dimensional or scalar, got shape {pos.shape}.")
+    pos = pos.ravel()
     if pos.size and (pos.min() < -n or pos.max() > n):
         raise ArgumentError(f"functx.numpy.insert: index {pos.tolist()} is out of bounds for "
                             f"axis {ax} with size {n}.")
     pos = np.where(pos < 0, pos + n, pos)
-    if scalar:
+    shape = list(arr.shape)
+    if pos.size == 1:  # a block of values at one position
         v = values
         if len(v.shape) < nd:
             v = _fshape.reshape(v, (1,) * (nd - len(v.shape)) + tuple(v.shape))
-        v = _fshape.moveaxis(v, 0, ax)
+        if scalar:  # a[:, i] = ... broadcasts differently from a[:, [i]] = ...
+            v = _fshape.moveaxis(v, 0, ax)
         numnew = v.shape[ax]
-        shape = list(arr.shape)
         shape[ax] = numnew
-        v = _fshape.broadcast_to(v, tuple(shape))
-        new_pos = int(pos) + np.arange(numnew)
-    else:
-        pos = pos.ravel()
+        v = _assign_broadcast(v, tuple(shape))
+        new_pos = int(pos[0]) + np.arange(numnew)
+    else:  # one value per position
         numnew = pos.shape[0]
-        shape = list(arr.shape)
         shape[ax] = numnew
-        v = _fshape.broadcast_to(values, tuple(shape))
+        v = _assign_broadcast(values, tuple(shape))
         order = np.argsort(pos, kind="stable")
         new_pos = pos.copy()
         new_pos[order] += np.arange(numnew)
+    if numnew == 0:
+        return _fshape.unchanged(arr)
     total = n + numnew
     old_mask = np.ones(total, bool)
     old_mask[new_pos] = False
