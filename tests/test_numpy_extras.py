@@ -207,7 +207,10 @@ DIFF_CASES: list[tuple[str, Callable, Callable, tuple, tuple]] = [
 @pytest.mark.parametrize("case", DIFF_CASES, ids=[c[0] for c in DIFF_CASES])
 def test_values_jit_and_grads_against_jax(case):
     name, f, g, args, argnums = case
-    want = g(*[jnp.asarray(a) for a in args])
+    # jax.jit compiles the reference once instead of once per operation (these three
+    # need concrete indices in JAX)
+    ref = (lambda h: h) if name in ("delete", "choose", "compress") else jax.jit
+    want = ref(g)(*[jnp.asarray(a) for a in args])
     got = f(*args)
     _close(got, want, rtol=1e-8)
     for leaf in _leaves(got):
@@ -221,7 +224,7 @@ def test_values_jit_and_grads_against_jax(case):
 
     for i in argnums:
         gf = fx.grad(loss(f, fnp), argnums=i)(*args)
-        gj = jax.grad(loss(g, jnp), argnums=i)(*[jnp.asarray(a) for a in args])
+        gj = ref(jax.grad(loss(g, jnp), argnums=i))(*[jnp.asarray(a) for a in args])
         _close(gf, gj, rtol=1e-7, dtype=False)
 
 
