@@ -35,14 +35,16 @@ from functx.numpy._shape import *  # noqa: F401,F403
 from functx.numpy._indexing import *  # noqa: F401,F403
 from functx.numpy._linalg import *  # noqa: F401,F403
 from functx.numpy._complex import *  # noqa: F401,F403
+from functx.numpy._sorting import *  # noqa: F401,F403
 
 from functx.numpy import (  # noqa: E402
-    _complex, _creation, _indexing, _linalg, _promotion, _reductions, _shape, _ufuncs,
-    _ufuncs_math,
+    _complex, _creation, _indexing, _linalg, _promotion, _reductions, _shape, _sorting,
+    _ufuncs, _ufuncs_math,
 )
 
 __all__ = sorted({name for m in (_promotion, _ufuncs, _ufuncs_math, _reductions, _creation,
-                                 _shape, _indexing, _linalg, _complex) for name in m.__all__})
+                                 _shape, _indexing, _linalg, _complex, _sorting)
+                 for name in m.__all__})
 
 # Complex parts (their primitives live with the FFT's) and the functx.numpy.fft submodule.
 from functx.primitives.complex import conj, conjugate, imag, real  # noqa: E402,F401
