@@ -9,4 +9,9 @@ Each submodule is private; this namespace is the curated public API.
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from functx.lax._sorting import (  # noqa: F401
+    cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k,
+)
+
+__all__: list[str] = ["cumlogsumexp", "cummax", "cummin", "cumprod", "cumsum", "sort",
+                      "sort_key_val", "top_k"]
