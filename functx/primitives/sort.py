@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from functx.errors import DTypeError, ShapeError
@@ -507,13 +508,16 @@ def _lcse_cpu(xp, x, *, axis, reverse):
 
 
 def _log_parts(v: Any) -> tuple:
-    """``log(max(v, 0))`` and ``log(max(-v, 0))`` (``-inf`` where the part is zero)."""
-    zero = _shape.constant(v, 0, (), v.dtype)
-    one = _shape.constant(v, 1, (), v.dtype)
-    ninf = _shape.constant(v, -np.inf, (), v.dtype)
+    """``log(max(v, 0))`` and ``log(max(-v, 0))``, with a part that is zero given a huge
+    negative log (``-sqrt(finfo.max)``: its exponential is 0 in every later step, and unlike
+    ``-inf`` it never meets another infinity, so second derivatives stay finite)."""
+    dt = np.dtype(v.dtype)
+    zero = _shape.constant(v, 0, (), dt)
+    one = _shape.constant(v, 1, (), dt)
+    low = _shape.constant(v, -math.sqrt(float(ml_dtypes.finfo(dt).max)), (), dt)
     pos, neg = _ew.gt(v, zero), _ew.lt(v, zero)
-    return (_ew.select(pos, _ew.log(_ew.select(pos, v, one)), ninf),
-            _ew.select(neg, _ew.log(_ew.select(neg, _ew.neg(v), one)), ninf))
+    return (_ew.select(pos, _ew.log(_ew.select(pos, v, one)), low),
+            _ew.select(neg, _ew.log(_ew.select(neg, _ew.neg(v), one)), low))
 
 
 logcumsumexp_p = Primitive("logcumsumexp")
