@@ -168,11 +168,13 @@ def partition(a: Any, kth: int, axis: int = -1) -> Any:
     x, ax = _operand("partition", a, axis)
     n = x.shape[ax]
     k = _kth("partition", kth, n)
-    s = _sort.sort([x], dimension=ax)[0]
-    lo = _p.slice(s, [0] * ax + [0] + [0] * (len(x.shape) - ax - 1),
-                  tuple(x.shape[:ax]) + (k + 1,) + tuple(x.shape[ax + 1:]))
-    hi = _p.slice(s, [0] * ax + [k + 1] + [0] * (len(x.shape) - ax - 1), tuple(x.shape))
-    return _p.concatenate([lo, _p.rev(hi, (ax,))], ax)
+    last = _p.transpose_if_needed(x, tuple(i for i in range(len(x.shape)) if i != ax) + (ax,))
+    s = _sort.sort([last], dimension=len(x.shape) - 1)[0]
+    lo = _p.slice(s, (0,) * len(x.shape), tuple(last.shape[:-1]) + (k + 1,))
+    hi = _sort.top_k(last, n - k - 1)[0]  # descending, ties in index order (as jax.numpy)
+    out = _p.concatenate([lo, hi], len(x.shape) - 1)
+    back = tuple(range(ax)) + (len(x.shape) - 1,) + tuple(range(ax, len(x.shape) - 1))
+    return _p.transpose_if_needed(out, back)
 
 
 def argpartition(a: Any, kth: int, axis: int = -1) -> Any:
@@ -253,7 +255,7 @@ def _check_q(name: str, q: Any, scale: float) -> None:
 
 def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: builtins.bool,
               ignore_nan: builtins.bool) -> Any:
-    if method not in _METHODS:
+    if method not in _METHODS + ("median",):
         raise ValueError(f"functx.numpy.{name}: method must be one of {', '.join(_METHODS)}; "
                          f"got {method!r}.")
     a, q = as_array(a), as_array(q)
@@ -298,7 +300,10 @@ def _quantile(name: str, a: Any, q: Any, axis: Any, method: str, keepdims: built
     else:
         lo, hi = gather(lo_f), gather(hi_f)
         frac = _ew.sub(pos, lo_f)
-        if method == "midpoint":
+        if method == "median":  # the mean of the two middle values, as numpy.median
+            half = _p.constant(s, 0.5, (), dt)
+            r = _ew.select(_ew.eq(frac, zero), lo, _ew.mul(_ew.add(lo, hi), half))
+        elif method == "midpoint":
             half = _p.constant(s, 0.5, (), dt)
             r = _ew.select(_ew.eq(frac, zero), lo, _ew.add(lo, _ew.mul(_ew.sub(hi, lo), half)))
         else:  # NumPy's lerp, exact at both ends
@@ -382,14 +387,14 @@ def median(a: Any, axis: Any = None, out: Any = None, overwrite_input: builtins.
         array(2.5)
     """
     check_no_out("median", out)
-    return _quantile("median", a, 0.5, axis, "midpoint", keepdims, False)
+    return _quantile("median", a, 0.5, axis, "median", keepdims, False)
 
 
 def nanmedian(a: Any, axis: Any = None, out: Any = None, overwrite_input: builtins.bool = False,
               keepdims: builtins.bool = False) -> Any:
     """:func:`median` ignoring NaNs (NaN where a row holds nothing else)."""
     check_no_out("nanmedian", out)
-    return _quantile("nanmedian", a, 0.5, axis, "midpoint", keepdims, True)
+    return _quantile("nanmedian", a, 0.5, axis, "median", keepdims, True)
 
 
 # ----------------------------------------------------------------------------------------
@@ -421,7 +426,10 @@ def _unique(ar: Any, return_index: builtins.bool, return_inverse: builtins.bool,
         fill = 0 if fill_value is None else fill_value
         vals = _p.broadcast_in_dim(asarray(fill, dtype=x.dtype), (k,), ())
         zeros = _p.constant(x, 0, (k,), _I64)
-        return vals, zeros, _p.constant(x, 0, tuple(a.shape), _I64), zeros
+        parts = ((True, vals), (return_index, zeros),
+                 (return_inverse, _p.constant(x, 0, tuple(a.shape), _I64)),
+                 (return_counts, zeros))
+        return tuple(v for wanted, v in parts if wanted)
     s, perm = _sort.sort([x], dimension=0)
     head, tail = _p.slice(s, (1,), (n,)), _p.slice(s, (0,), (n - 1,))
     differs = _ew.ne(head, tail)

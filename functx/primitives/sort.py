@@ -9,8 +9,8 @@ Derivatives. ``sort`` also returns the permutation it applied (its last output),
 cotangent of each sorted operand goes back through that permutation (a scatter-add of the
 cotangent to where each element came from) and tangents are gathered with it: tied keys
 follow the stable order, as in JAX. ``top_k``'s values do the same through its indices.
-``cummax``/``cummin`` split each output's cotangent evenly among the tied elements that
-attain it, as ``jax.lax.cummax`` does (and as ``reduce_max`` does).
+``cummax``/``cummin`` differentiate JAX's associative scan of pairwise extrema (each
+tied pair splits its cotangent in half), so ties get exactly ``jax.lax.cummax``'s gradients.
 
 Implementations. The generic rules run on NumPy and CuPy (CuPy's sorts are stable radix
 sorts). On the CPU the permutation of a 32-bit (or narrower) key comes from one SIMD sort of
@@ -32,7 +32,6 @@ from functx.primitives import indexing as _idx
 from functx.primitives import shape as _shape
 from functx.primitives._batching import batch_at, batch_size, moveaxis
 from functx.primitives._util import fmt, is_float, is_real_float, ndim_of, shape_of
-from functx.primitives.reduction import cumsum
 from functx.registry import Primitive
 from functx.tracing import bind
 
@@ -367,77 +366,44 @@ def _cum_aval(name: str, kinds: str):
     return rule
 
 
-def _same(a: Any, b: Any) -> Any:
-    """``a == b``, with NaN equal to NaN (the scan's notion of an unchanged value)."""
-    eq = _ew.eq(a, b)
-    if not is_float(a):
-        return eq
-    return _ew.or_(eq, _ew.and_(_ew.ne(a, a), _ew.ne(b, b)))
+def _slice_axis(x: Any, axis: int, start: int, stop: int | None = None, step: int = 1) -> Any:
+    shape = shape_of(x)
+    lo = [0] * len(shape)
+    hi = list(shape)
+    st = [1] * len(shape)
+    n = shape[axis]
+    lo[axis] = min(start if start >= 0 else n + start, n)
+    hi[axis] = n if stop is None else max(min(stop if stop >= 0 else n + stop, n), lo[axis])
+    st[axis] = step
+    return _shape.slice(x, lo, hi, st)
 
 
-def _shift(x: Any, axis: int, fill: Any) -> Any:
-    """``x`` moved one place forward along ``axis``, ``fill`` in front."""
-    config = [(0, 0, 0)] * ndim_of(x)
-    config[axis] = (1, -1, 0)
-    return _shape.pad(x, _shape.constant(x, fill, (), x.dtype), config)
+def _interleave(a: Any, b: Any, axis: int) -> Any:
+    """``a0 b0 a1 b1 ...`` along ``axis`` (``a`` as long as ``b`` or one longer)."""
+    na, nb = shape_of(a)[axis], shape_of(b)[axis]
+    cfg_a = [(0, 0, 0)] * ndim_of(a)
+    cfg_b = list(cfg_a)
+    cfg_a[axis] = (0, 1 if na == nb else 0, 1)
+    cfg_b[axis] = (1, 0 if na == nb else 1, 1)
+    return _ew.add(_shape.pad(a, 0, cfg_a), _shape.pad(b, 0, cfg_b))
 
 
-def _iota(like: Any, axis: int) -> Any:
-    shape = shape_of(like)
-    xp = _shape.array_module(like)
-    return _shape.broadcast_in_dim(xp.arange(shape[axis], dtype=np.int64), shape, (axis,))
-
-
-def _ties(x: Any, out: Any, axis: int, is_max: bool) -> tuple:
-    """What the running extremum's derivatives need, along ``axis`` (forward direction):
-    ``a`` (int64: 1 where ``x`` attains its running extremum), ``new`` (where a new value
-    starts), ``count`` (how many elements attain each output so far) and ``start`` (the
-    index where each output's value started)."""
-    a = _ew.convert_element_type(_same(x, out), new_dtype=_I64)
-    prev = _shift(out, axis, np.nan if is_float(out) else 0)
-    new = _ew.not_(_same(out, prev))
+def associative_scan(op: Any, x: Any, axis: int) -> Any:
+    """The inclusive scan of the associative binary ``op`` along ``axis``, by JAX's
+    algorithm (``jax.lax.associative_scan``: pairs, recursion on the odd positions, then
+    the even ones), written with functx operations. Its derivative is therefore the one
+    JAX gives the cumulative reductions it defines this way (``cummax``'s ties)."""
     n = shape_of(x)[axis]
-    first = _ew.lt(_iota(x, axis), _shape.constant(x, 1, (), _I64))
-    new = _ew.or_(new, first) if n else new
-    total = cumsum(a, axis=axis)
-    zero = _shape.constant(a, 0, (), _I64)
-    base = cummax(_ew.select(new, _ew.sub(total, a), zero), axis=axis)
-    start = cummax(_ew.select(new, _iota(x, axis), zero), axis=axis)
-    return a, new, _ew.sub(total, base), start
-
-
-def _cumext_vjp_forward(ct: Any, x: Any, out: Any, axis: int, is_max: bool) -> Any:
-    a, new, count, _ = _ties(x, out, axis, is_max)
-    n = shape_of(x)[axis]
-    r = _ew.div(ct, _ew.convert_element_type(count, new_dtype=ct.dtype))
-    rsum = cumsum(r, axis=axis, reverse=True)
-    # each element's level ends before the next new value: subtract the sum from there on
-    nxt = _shape.pad(new, _shape.constant(new, True, (), new.dtype),
-                     [(0, 0, 0)] * axis + [(-1, 1, 0)] + [(0, 0, 0)] * (ndim_of(x) - axis - 1))
-    big = _shape.constant(x, n, (), _I64)
-    end = cummin(_ew.select(nxt, _iota(x, axis), big), axis=axis, reverse=True)
-    padded = _shape.pad(rsum, _shape.constant(rsum, 0, (), rsum.dtype),
-                        [(0, 0, 0)] * axis + [(0, 1, 0)] + [(0, 0, 0)] * (ndim_of(x) - axis - 1))
-    after = take_along_axis(padded, _ew.add(end, _shape.constant(end, 1, (), _I64)), axis)
-    return _ew.mul(_ew.sub(rsum, after), _ew.convert_element_type(a, new_dtype=ct.dtype))
-
-
-def _cumext_jvp_forward(t: Any, x: Any, out: Any, axis: int, is_max: bool) -> Any:
-    a, _, count, start = _ties(x, out, axis, is_max)
-    tsum = cumsum(_ew.mul(t, _ew.convert_element_type(a, new_dtype=t.dtype)), axis=axis)
-    padded = _shape.pad(tsum, _shape.constant(tsum, 0, (), tsum.dtype),
-                        [(0, 0, 0)] * axis + [(1, 0, 0)] + [(0, 0, 0)] * (ndim_of(x) - axis - 1))
-    before = take_along_axis(padded, start, axis)
-    return _ew.div(_ew.sub(tsum, before), _ew.convert_element_type(count, new_dtype=t.dtype))
-
-
-def _directed(fn: Any, v: Any, x: Any, out: Any, axis: int, reverse: bool, is_max: bool) -> Any:
-    """``fn`` (written for the forward direction) in the scan's direction."""
-    if not reverse:
-        return fn(v, x, out, axis, is_max)
-    r = (axis,)
-    return _shape.rev(fn(_shape.rev(v, r), _shape.rev(x, r), _shape.rev(out, r), axis,
-                         is_max), r)
+    if n < 2:
+        return x
+    odd = associative_scan(op, op(_slice_axis(x, axis, 0, -1, 2), _slice_axis(x, axis, 1, None, 2)),
+                           axis)
+    if n % 2 == 0:
+        even = op(_slice_axis(odd, axis, 0, -1), _slice_axis(x, axis, 2, None, 2))
+    else:
+        even = op(odd, _slice_axis(x, axis, 2, None, 2))
+    even = _shape.concatenate([_slice_axis(x, axis, 0, 1), even], axis)
+    return _interleave(even, odd, axis)
 
 
 def _cumulative_extremum(name: str, is_max: bool) -> Primitive:
@@ -456,19 +422,16 @@ def _cumulative_extremum(name: str, is_max: bool) -> Primitive:
     p.def_impl(generic)
     p.def_impl(cpu, backend="cpu")
 
-    @p.def_vjp(save_inputs=(0,), save_output=True)
-    def vjp(ct, ins, out, *, axis, reverse):
-        if not is_float(ins[0]) or shape_of(ins[0])[axis] == 0:
-            return (None,)
-        return (_directed(_cumext_vjp_forward, ct, ins[0], out, axis, reverse, is_max),)
+    combine = _ew.max if is_max else _ew.min
 
-    @p.def_jvp
-    def jvp(tangents, primals, out, *, axis, reverse):
-        if tangents[0] is None or shape_of(out)[axis] == 0:
-            return tangents[0]
-        return _directed(_cumext_jvp_forward, tangents[0], primals[0], out, axis, reverse,
-                         is_max)
+    def composite(x, *, axis, reverse):
+        if not reverse:
+            return associative_scan(combine, x, axis)
+        return _shape.rev(associative_scan(combine, _shape.rev(x, (axis,)), axis), (axis,))
 
+    # The derivatives are those of JAX's scan of pairwise extrema, whose ties split in half.
+    p.def_composite_rules(composite, zero_if=lambda x, *, axis, reverse: not is_float(x) or
+                          shape_of(x)[axis] == 0)
     p.def_batch(lambda args, dims, *, axis, reverse: (
         bind(p, args[0], axis=axis + (axis >= dims[0]), reverse=reverse), dims[0]))
     return p
@@ -480,8 +443,8 @@ cummin_p = _cumulative_extremum("cummin", is_max=False)
 
 def cummax(x: Any, *, axis: int, reverse: bool = False) -> Any:
     """The running maximum of ``x`` along ``axis`` (from the end when ``reverse``); NaN
-    propagates. The cotangent of each output is split evenly among the tied elements that
-    attain it (as in JAX)."""
+    propagates. The derivatives are those of JAX's associative scan of pairwise maxima (each
+    tie of a pair splits its cotangent in half), so tied maxima get JAX's gradients."""
     return bind(cummax_p, x, axis=int(axis), reverse=bool(reverse))
 
 
