@@ -466,7 +466,9 @@ def _lcse_generic(xp, x, *, axis, reverse):
 def _lcse_cpu(xp, x, *, axis, reverse):
     dt = x.dtype
     v = x.astype(np.float32) if dt.kind == "V" or dt.itemsize == 2 else x
-    out = _reversed_scan(np, lambda u: np.logaddexp.accumulate(u, axis=axis), v, axis, reverse)
+    with np.errstate(invalid="ignore"):  # NaN (or inf - inf) in, NaN out, quietly as JAX
+        out = _reversed_scan(np, lambda u: np.logaddexp.accumulate(u, axis=axis), v, axis,
+                             reverse)
     return out.astype(dt, copy=False)
 
 
