@@ -116,14 +116,45 @@ def _order_bits32(key: np.ndarray) -> np.ndarray:
     NaN equal, ``-0.0`` equal to ``0.0``)."""
     dt = key.dtype
     if dt.kind == "f":
-        f = key.astype(np.float32) + np.float32(0)  # -0.0 + 0.0 is +0.0
+        f = key.astype(np.float32) + np.float32(0)  # (a copy) -0.0 + 0.0 is +0.0
         b = f.view(np.uint32)
-        code = np.where(b >> 31 != 0, ~b, b | np.uint32(0x80000000))
-        code[np.isnan(f)] = np.uint32(0xFFFFFFFF)
-        return code
+        # negative: flip every bit; positive: flip the sign bit
+        mask = (f.view(np.int32) >> 31).view(np.uint32)
+        mask |= np.uint32(0x80000000)
+        b ^= mask
+        nan = np.isnan(key)
+        if nan.any():
+            b[nan] = np.uint32(0xFFFFFFFF)
+        return b
     if dt.kind == "i":
         return key.astype(np.int32).view(np.uint32) ^ np.uint32(0x80000000)
     return key.astype(np.uint32)
+
+
+def _fix_ties(key: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """``perm`` (from an unstable sort of the rows of ``key``) made stable: each run of
+    equal sorted values gets its indices in ascending order (only tied entries move)."""
+    v = np.take_along_axis(key, perm, -1)
+    tied = v[..., 1:] == v[..., :-1]
+    if key.dtype.kind in "fc":
+        nan = np.isnan(v)
+        tied |= nan[..., 1:] & nan[..., :-1]
+    if not tied.any():
+        return perm
+    n = key.shape[-1]
+    perm = np.array(perm, dtype=np.int64).reshape(-1, n)
+    tied = tied.reshape(-1, n - 1)
+    in_run = np.zeros(perm.shape, bool)
+    in_run[:, :-1] |= tied
+    in_run[:, 1:] |= tied
+    starts = in_run.copy()
+    starts[:, 1:] &= ~tied  # the first entry of each run
+    where = np.flatnonzero(in_run)
+    run = np.cumsum(starts.reshape(-1))[where]
+    flat = perm.reshape(-1)
+    sub = flat[where]
+    flat[where] = sub[np.lexsort((sub, run))]
+    return flat.reshape(key.shape)
 
 
 def _argsort_last_cpu(key: np.ndarray) -> np.ndarray:
@@ -131,20 +162,15 @@ def _argsort_last_cpu(key: np.ndarray) -> np.ndarray:
     if n <= 1:
         return np.zeros(key.shape, np.int64)
     if key.dtype in _PACKABLE and n < 2**32:
-        # one SIMD sort of (order bits << 32 | index): stable by construction
-        packed = _order_bits32(key).astype(np.uint64) << np.uint64(32)
+        # one SIMD sort of 64-bit words (order bits high, index low): stable by construction
+        packed = _order_bits32(key).astype(np.uint64)
+        packed <<= np.uint64(32)
         packed |= np.arange(n, dtype=np.uint64)
         packed.sort(axis=-1)
-        return (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    if key.dtype.kind in "fciu" and key.dtype.itemsize <= 16:
-        perm = np.argsort(key, axis=-1)  # unstable SIMD sort: equal to the stable one without ties
-        v = np.take_along_axis(key, perm, -1)
-        tied = v[..., 1:] == v[..., :-1]
-        if key.dtype.kind in "fc":
-            nan = np.isnan(v)
-            tied |= nan[..., 1:] & nan[..., :-1]
-        if not tied.any():
-            return perm.astype(np.int64, copy=False)
+        return packed.view(np.uint32).reshape(key.shape + (2,))[
+            ..., 0 if np.little_endian else 1].astype(np.int64)
+    if key.dtype.kind in "fciu":
+        return _fix_ties(key, np.argsort(key, axis=-1).astype(np.int64, copy=False))
     return np.argsort(key, axis=-1, kind="stable").astype(np.int64, copy=False)
 
 
