@@ -78,6 +78,9 @@ def test_cpu_permutation_is_the_stable_one(dtype) -> None:
             x[1, ::5] = -0.0
         key = x.astype(np.float32) if dtype is ml_dtypes.bfloat16 else x
         np.testing.assert_array_equal(fnp.argsort(x), np.argsort(key, kind="stable"))
+        # along a non-contiguous axis (the bit views need contiguous rows)
+        np.testing.assert_array_equal(fnp.argsort(x.T, axis=0),
+                                      np.argsort(key.T, axis=0, kind="stable"))
         same_bits(np.asarray(fnp.sort(x)).astype(np.float64),
                   np.sort(key, kind="stable").astype(np.float64))
 

@@ -101,10 +101,11 @@ def add_along_axis(idx: Any, updates: Any, axis: int, n: int) -> Any:
 # -- the stable permutation (implementations) --------------------------------------------------
 
 def _argsort_last_generic(xp: Any, key: Any) -> Any:
-    """A stable argsort along the last axis (CuPy's argsort is a stable radix sort)."""
+    """A stable argsort along the last axis (CuPy's is a radix sort, stable; it accepts
+    ``kind="stable"`` and no other kind)."""
     if xp is np:
         return _argsort_last_cpu(key)
-    return xp.argsort(key, axis=-1).astype(np.int64, copy=False)
+    return xp.argsort(key, axis=-1, kind="stable").astype(np.int64, copy=False)
 
 
 _PACKABLE = {np.dtype(t) for t in (np.float16, np.float32, np.int8, np.int16, np.int32,
@@ -158,6 +159,7 @@ def _fix_ties(key: np.ndarray, perm: np.ndarray) -> np.ndarray:
 
 
 def _argsort_last_cpu(key: np.ndarray) -> np.ndarray:
+    key = np.ascontiguousarray(key)  # (the bit views below need contiguous rows)
     n = key.shape[-1]
     if n <= 1:
         return np.zeros(key.shape, np.int64)
