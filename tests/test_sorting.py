@@ -398,3 +398,15 @@ def test_errors_are_full_sentences() -> None:
         fnp.unique(np.ones((2, 2)), axis=0)
     with pytest.raises(ValueError, match="0-d array"):
         fnp.sort(np.float64(1.0))
+
+
+def test_public_names_exist_in_jax_and_have_docstrings() -> None:
+    from functx.lax import _sorting as lax_sorting
+    from functx.numpy import _sorting
+
+    for name in _sorting.__all__:
+        assert getattr(fnp, name).__doc__, f"functx.numpy.{name} needs a docstring"
+        assert hasattr(jnp, name), f"jax.numpy has no {name}"
+    for name in lax_sorting.__all__:
+        assert getattr(flax, name).__doc__, f"functx.lax.{name} needs a docstring"
+        assert hasattr(jax.lax, name), f"jax.lax has no {name}"
