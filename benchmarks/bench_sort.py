@@ -15,7 +15,7 @@ Times are medians of interleaved repeats (``_harness.py``), with the ratio to Py
 (target of issue 15: functx within 1.5x of PyTorch). Thread settings are the libraries'
 defaults; NumPy's sort (functx's CPU path) is single-threaded.
 
-Usage: ``python benchmarks/bench_sort.py [--quick] [--no-peers]``
+Usage: ``python benchmarks/bench_sort.py [--quick] [--no-peers] [--torch-threads N]``
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _have(name: str) -> bool:
 
 def _table(title: str, timings: list, ref: str) -> str:
     base = next((t.median for t in timings if t.name == ref), None)
-    lines = [f"### {title}", "", f"| system | median (ms) | IQR (ms) | ÷ {ref} |",
+    lines = [f"### {title}", "", f"| system | median (ms) | IQR (ms) | time ÷ {ref} |",
              "|---|---:|---:|---:|"]
     for t in timings:
         lo, hi = t.quartiles
@@ -137,7 +137,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--no-peers", action="store_true", help="functx only")
+    parser.add_argument("--torch-threads", type=int, default=None,
+                        help="PyTorch intra-op threads (default: its own; functx's NumPy "
+                             "sort uses one)")
     args = parser.parse_args()
+    if args.torch_threads and not args.no_peers and _have("torch"):
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(N).astype(np.float32)
     w = rng.standard_normal(N).astype(np.float32)
