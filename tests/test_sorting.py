@@ -193,14 +193,15 @@ def test_cumulative_extrema_ties_match_jax_at_every_length(x64, n) -> None:
     """JAX's scan tree decides how ties share a cotangent: every length, both directions."""
     x = RNG.integers(0, 3, (2, n)).astype(np.float64)
     w = RNG.standard_normal((2, n))
-    for name in ("cummax", "cummin"):
-        for reverse in (False, True):
-            for axis in (0, 1):
-                def f(lax, x):
-                    return (getattr(lax, name)(x, axis=axis, reverse=reverse) * w).sum()
-                got = functx.grad(lambda x: f(flax, x))(x)
-                want = jax.grad(lambda x: f(jax.lax, x))(jnp.asarray(x))
-                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    combos = [(name, reverse, axis) for name in ("cummax", "cummin")
+              for reverse in (False, True) for axis in (0, 1)]
+
+    def grads(lax, grad, x):
+        return [grad(lambda x: (getattr(lax, name)(x, axis=axis, reverse=reverse) * w).sum())(x)
+                for name, reverse, axis in combos]
+    want = jax.jit(lambda x: grads(jax.lax, jax.grad, x))(jnp.asarray(x))  # one compile
+    for combo, got, ref in zip(combos, grads(flax, functx.grad, x), want):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12, err_msg=str(combo))
 
 
 @pytest.mark.parametrize("case", ["sort", "top_k", "cummax", "cumlogsumexp", "quantile"])
@@ -354,14 +355,16 @@ def test_unique_matches_numpy() -> None:
 def test_unique_with_size_under_jit_and_vmap_matches_jax() -> None:
     x = np.array([[2.0, 2.0, 1.0, np.nan, 7.0], [1.0, 5.0, 1.0, 1.0, 1.0]])
     kw = dict(return_index=True, return_inverse=True, return_counts=True)
-    for size, fill in ((3, None), (6, -7.0)):
-        f = functx.jit(lambda r: fnp.unique(r, size=size, fill_value=fill, **kw))
-        for row in x[:1]:
-            for g, w in zip(f(row), jnp.unique(row, size=size, fill_value=fill, **kw)):
-                np.testing.assert_array_equal(g, w)
-        got = functx.vmap(lambda r: fnp.unique(r, size=size, fill_value=fill, **kw))(x)
-        want = jax.vmap(lambda r: jnp.unique(r, size=size, fill_value=fill, **kw))(x)
-        for g, w in zip(got, want):
+    settings = ((3, None), (6, -7.0))
+
+    def all_of(np_, vmap, jit, x):
+        return [(jit(lambda r: np_.unique(r, size=size, fill_value=fill, **kw))(x[0]),
+                 vmap(lambda r: np_.unique(r, size=size, fill_value=fill, **kw))(x))
+                for size, fill in settings]
+    want = jax.jit(lambda x: all_of(jnp, jax.vmap, lambda f: f, x))(x)  # one compile
+    got = all_of(fnp, functx.vmap, functx.jit, x)
+    for (g_jit, g_vmap), (w_jit, w_vmap) in zip(got, want):
+        for g, w in zip(g_jit + g_vmap, w_jit + w_vmap):
             np.testing.assert_array_equal(g, w)
 
 
