@@ -28,7 +28,7 @@ import builtins
 import collections
 import math
 import operator
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

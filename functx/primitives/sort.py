@@ -388,8 +388,9 @@ def _cum_aval(name: str, kinds: str):
             raise ShapeError(f"{name}: axis {axis} is out of range for {x}; use an axis in "
                              f"[0, {x.ndim}) (functx.numpy normalises negative axes).")
         if x.dtype.kind not in kinds and not (kinds != "biu" and is_real_float(x.dtype)):
-            raise DTypeError(f"{name} needs real {'floating-point' if kinds == 'f' else ''} "
-                             f"values but got {x}; convert it with x.astype(...) first.")
+            what = "floating-point" if kinds == "f" else "real (bool, integer or floating-point)"
+            raise DTypeError(f"{name} needs {what} values but got {x}; convert it with "
+                             "x.astype(...) first.")
         return x
     return rule
 
