@@ -15,7 +15,7 @@ import pytest
 import functx
 import functx.lax as flax
 import functx.numpy as fnp
-from functx.errors import ConcretizationError, ShapeError
+from functx.errors import ConcretizationError, DTypeError, ShapeError
 from functx.primitives import sort as so
 
 jax = pytest.importorskip("jax")
@@ -399,6 +399,10 @@ def test_errors_are_full_sentences() -> None:
         fnp.sort(np.ones(3), order="f")
     with pytest.raises(NotImplementedError, match="axis="):
         fnp.unique(np.ones((2, 2)), axis=0)
+    with pytest.raises(DTypeError, match="floating-point values"):
+        flax.cumlogsumexp(np.arange(3))
+    with pytest.raises(DTypeError, match="real values"):
+        flax.cummax(np.array([1j, 2j]))
     with pytest.raises(ValueError, match="0-d array"):
         fnp.sort(np.float64(1.0))
 

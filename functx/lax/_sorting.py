@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 
-
+from functx.errors import DTypeError
 from functx.numpy import _reductions as _fred
 from functx.numpy._axes import norm_axis
 from functx.numpy._shape import as_array
@@ -68,8 +69,14 @@ def top_k(operand: Any, k: int) -> tuple[Any, Any]:
     return values, indices
 
 
-def _cumulative(name: str, fn: Any, operand: Any, axis: int, reverse: bool) -> Any:
+def _cumulative(name: str, fn: Any, operand: Any, axis: int, reverse: bool,
+                floating: bool = False) -> Any:
     x = as_array(operand)
+    dt = np.dtype(x.dtype)
+    if dt.kind == "c" or (floating and dt.kind in "biu"):
+        what = "floating-point" if floating else "real"
+        raise DTypeError(f"functx.lax.{name} needs {what} values but got {dt}; convert the "
+                         "operand with .astype(...) first (functx.lax does not promote).")
     return fn(x, axis=norm_axis(axis, len(x.shape), f"functx.lax.{name}"), reverse=reverse)
 
 
@@ -91,7 +98,8 @@ def cumlogsumexp(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
         >>> functx.lax.cumlogsumexp(np.array([0.0, 0.0]))
         array([0.        , 0.69314718])
     """
-    return _cumulative("cumlogsumexp", _sort.logcumsumexp, operand, axis, reverse)
+    return _cumulative("cumlogsumexp", _sort.logcumsumexp, operand, axis, reverse,
+                       floating=True)
 
 
 def cumsum(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
