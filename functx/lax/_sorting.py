@@ -60,12 +60,17 @@ def top_k(operand: Any, k: int) -> tuple[Any, Any]:
 
     Raises:
         ShapeError: ``k`` outside [0, the last axis's length]; a 0-d operand.
+        DTypeError: complex values.
 
     Example:
         >>> functx.lax.top_k(np.array([1.0, 3.0, 2.0]), 2)
         (array([3., 2.]), array([1, 2]))
     """
-    values, indices = _sort.top_k(as_array(operand), k)
+    x = as_array(operand)
+    if np.dtype(x.dtype).kind == "c":
+        raise DTypeError(f"functx.lax.top_k needs real values but got {x.dtype}; take the "
+                         "top k of a real key (abs, real part) and gather with its indices.")
+    values, indices = _sort.top_k(x, k)
     return values, indices
 
 
