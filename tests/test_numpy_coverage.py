@@ -31,10 +31,6 @@ EXCLUDED = {
 # Names the other helpers of issue 15 are adding on their branches (sorting and order
 # statistics; linear algebra; special functions). The lead empties this set at the merge.
 PENDING_OTHER_BRANCHES = {
-    # sorting helper
-    "sort", "argsort", "lexsort", "partition", "argpartition", "searchsorted", "median",
-    "quantile", "percentile", "nanmedian", "nanquantile", "nanpercentile", "unique",
-    "unique_all", "unique_counts", "unique_inverse", "unique_values", "sort_complex",
     # linear-algebra helper
     "cross", "vecdot", "matvec", "vecmat", "matrix_transpose",
     # special-functions helper

@@ -14,7 +14,7 @@ from functx.lax._callback import pure_callback
 from functx.lax._ops import (
     abs, acos, add, argmax, argmin, asin, atan, atan2, bitwise_and, bitwise_not, bitwise_or,
     bitwise_xor, broadcast, broadcast_in_dim, ceil, clamp, concatenate, conj,
-    convert_element_type, cos, cosh, cumsum, div, dot_general, dynamic_index_in_dim,
+    convert_element_type, cos, cosh, div, dot_general, dynamic_index_in_dim,
     dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim, dynamic_update_slice,
     dynamic_update_slice_in_dim, eq, erf, exp, expand_dims, expm1, floor, full, full_like, ge,
     gt, imag, index_in_dim, integer_pow, iota, is_finite, le, log, log1p, logistic, lt, max,
@@ -22,6 +22,8 @@ from functx.lax._ops import (
     reshape, rev, round, rsqrt, select, shift_left, shift_right_arithmetic,
     shift_right_logical, sign, sin, sinh, slice, slice_in_dim, sqrt, square, squeeze,
     stop_gradient, sub, tan, tanh, transpose)
+from functx.lax._sorting import (cumlogsumexp, cummax, cummin, cumprod, cumsum, sort,
+                                 sort_key_val, top_k)
 from functx.lax._windows import conv_general_dilated, reduce_window
 
 __all__: list[str] = [
@@ -37,6 +39,8 @@ __all__: list[str] = [
     "convert_element_type", "dot_general", "broadcast_in_dim", "broadcast", "reshape",
     "transpose", "squeeze", "expand_dims", "rev", "concatenate", "slice", "slice_in_dim",
     "index_in_dim", "pad", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-    "argmax", "argmin", "cumsum", "iota", "full", "full_like", "conv_general_dilated",
+    "argmax", "argmin", "iota", "full", "full_like", "conv_general_dilated",
     "reduce_window", "pure_callback",
+    # sorting and cumulative operations (_sorting)
+    "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
 ]

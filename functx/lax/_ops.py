@@ -499,11 +499,6 @@ def argmin(operand: Any, axis: int, index_dtype: Any) -> Any:
     return _red.argmin(operand, axis=axis, index_dtype=np.dtype(index_dtype))
 
 
-def cumsum(operand: Any, axis: int = 0, reverse: bool = False) -> Any:
-    """The running sum along ``axis`` (from the end when ``reverse``)."""
-    return _red.cumsum(operand, axis=axis, reverse=bool(reverse))
-
-
 # -- creation --------------------------------------------------------------------------------
 
 def iota(dtype: Any, size: int) -> Any:

@@ -44,17 +44,18 @@ from functx.numpy._structural import *  # noqa: F401,F403
 from functx.numpy._indices import *  # noqa: F401,F403
 from functx.numpy._functional import *  # noqa: F401,F403
 from functx.numpy._floatbits import *  # noqa: F401,F403
+from functx.numpy._sorting import *  # noqa: F401,F403
 
 from functx.numpy import (  # noqa: E402
     _aliases, _complex, _creation, _extras, _floatbits, _functional, _histograms, _indexing,
     _indices, _linalg, _nanreductions, _polynomial, _promotion, _reductions, _shape,
-    _structural, _ufuncs, _ufuncs_math,
+    _sorting, _structural, _ufuncs, _ufuncs_math,
 )
 
 __all__ = sorted({name for m in (_promotion, _ufuncs, _ufuncs_math, _reductions, _creation,
                                  _shape, _indexing, _linalg, _complex, _aliases, _nanreductions,
                                  _polynomial, _extras, _histograms, _structural, _indices,
-                                 _functional, _floatbits)
+                                 _functional, _floatbits, _sorting)
                   for name in m.__all__})
 
 # Complex parts (their primitives live with the FFT's) and the functx.numpy.fft submodule.

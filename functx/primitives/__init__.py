@@ -15,6 +15,7 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     checkpoint,
     fft,  # (imports complex: real, imag, conj)
     ctc,
+    sort,  # sort (several operands), top_k, cummax/cummin, logcumsumexp, searchsorted
     fused,  # layer_norm, softmax, log_softmax, gelu and their gradients, fused
     nll,  # class_nll and its transpose: nll_loss and cross_entropy, fused
     attention,  # dot_product_attention and its gradient, fused
