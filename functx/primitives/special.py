@@ -17,7 +17,7 @@ primitive          ``scipy.special``       derivative
 ``lbeta(a, b)``    ``betaln``              ``digamma(a) - digamma(a+b)`` (and for ``b``)
 ``betainc(a,b,x)`` ``betainc``             ``x^(a-1) (1-x)^(b-1) / B(a, b)`` for ``x``
 ``ndtri(p)``       ``ndtri``               ``sqrt(2 pi) exp(y^2/2)``
-``log_ndtr(x)``    ``log_ndtr``            ``exp(-x^2/2 - log sqrt(2 pi) - y)``
+``log_ndtr(x)``    ``log_ndtr``            ``sqrt(2/pi) / erfcx(-x/sqrt(2))``
 ``i0e(x)``         ``i0e``                 ``i1e(x) - sign(x) y``
 ``i1e(x)``         ``i1e``                 ``i0e(x) - y (sign(x) + 1/x)``, ``1/2`` at 0
 =================  ======================  ==============================================
@@ -85,7 +85,6 @@ __all__ = [
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 _PY_SCALARS = (bool, int, float)
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def scipy_rule(ufunc: Callable) -> Callable:
@@ -95,11 +94,11 @@ def scipy_rule(ufunc: Callable) -> Callable:
     def rule(xp: Any, *args: Any) -> Any:
         dtype = next((np.dtype(a.dtype) for a in args if type(a) not in _PY_SCALARS),
                      np.dtype(np.float64))
-        if dtype in _NATIVE:
-            out = ufunc(*args)
-        else:
-            out = ufunc(*(np.asarray(a, np.float32) if type(a) not in _PY_SCALARS else a
-                          for a in args))
+        compute = dtype if dtype in _NATIVE else np.dtype(np.float32)
+        # Python scalars become 0-d arrays: SciPy's ufuncs would pick their float64 loop.
+        out = ufunc(*(a if type(a) not in _PY_SCALARS and a.dtype == compute
+                      else np.asarray(a, compute) for a in args))
+        if compute != dtype:
             out = np.asarray(out).astype(dtype)
         return out if isinstance(out, np.ndarray) else xp.asarray(out, dtype)
     rule.__name__ = rule.__qualname__ = f"scipy_{ufunc.__name__}"
@@ -113,8 +112,20 @@ def _unary(name: str, ufunc: Callable, cuda_name: str) -> Primitive:
     return p
 
 
+def _nary_aval(name: str) -> Callable:
+    """The shape rule of a broadcasting primitive of real float operands of one dtype (the
+    common dtype is checked, so a weak Python-scalar operand cannot hide a complex one)."""
+    def rule(*avals: AbstractArray) -> AbstractArray:
+        dtype = same_dtypes(name, *avals)
+        check_dtype_class(name, "float", AbstractArray((), dtype, False))
+        shape = broadcast_shapes(name, *(a.shape for a in avals))
+        return AbstractArray(shape, dtype, all(a.weak_type for a in avals))
+    return rule
+
+
 def _binary(name: str, ufunc: Callable, cuda_name: str) -> Primitive:
     p = binary(name, scipy_rule(ufunc), "float")
+    p.def_abstract_eval(_nary_aval(name))
     p.def_impl(_cuda.special_rule(cuda_name), backend="cuda")
     p.def_batch(elementwise_batch(p))
     return p
@@ -130,6 +141,15 @@ def _no_derivative(prim: str, operand: str) -> GradError:
 def fit_tangent(t: Any, out: Any) -> Any:
     """A tangent (or None) broadcast to the shape of the primal output ``out``."""
     return None if t is None else broadcast_to_shape(t, shape_of(out))
+
+
+def _arrays(*operands: Any) -> tuple:
+    """The operands with Python scalars (weak operands) made 0-d constants of the dtype and
+    device of an array operand, so that rules may apply primitives to each one alone."""
+    like = next((v for v in operands if type(v) not in _PY_SCALARS), None)
+    if like is None:
+        return operands
+    return tuple(scalar(like, v) if type(v) in _PY_SCALARS else v for v in operands)
 
 
 def _exp_neg_square(x: Any) -> Any:
@@ -230,6 +250,7 @@ zeta_p = _binary("zeta", _sc.zeta, "zeta")
 
 
 def _zeta_dq(s: Any, q: Any) -> Any:
+    s, q = _arrays(s, q)
     return neg(mul(s, zeta(add(s, scalar(s, 1)), q)))
 
 
@@ -258,6 +279,7 @@ def zeta(s: Any, q: Any) -> Any:
 
 def _igamma_dx(a: Any, x: Any) -> Any:
     """``x^(a-1) exp(-x) / Gamma(a)``, the density of Gamma(a, 1), in logarithms."""
+    a, x = _arrays(a, x)
     one = scalar(x, 1)
     return exp(sub(sub(mul(sub(a, one), log(x)), x), lgamma(a)))
 
@@ -307,7 +329,7 @@ lbeta_p = _binary("lbeta", _sc.betaln, "betaln")
 
 @lbeta_p.def_vjp(save_inputs=(0, 1))
 def _lbeta_vjp(ct, ins, out):
-    a, b = ins
+    a, b = _arrays(*ins)
     dab = digamma(add(a, b))
     return (unbroadcast(mul(ct, sub(digamma(a), dab)), a),
             unbroadcast(mul(ct, sub(digamma(b), dab)), b))
@@ -315,7 +337,7 @@ def _lbeta_vjp(ct, ins, out):
 
 @lbeta_p.def_jvp
 def _lbeta_jvp(tangents, primals, out):
-    (ta, tb), (a, b) = tangents, primals
+    (ta, tb), (a, b) = tangents, _arrays(*primals)
     if ta is None and tb is None:
         return None
     dab = digamma(add(a, b))
@@ -329,20 +351,14 @@ def lbeta(a: Any, b: Any) -> Any:
     return bind(lbeta_p, a, b)
 
 
-def _ternary_aval(a: AbstractArray, b: AbstractArray, x: AbstractArray) -> AbstractArray:
-    dtype = same_dtypes("betainc", a, b, x)
-    check_dtype_class("betainc", "float", a)
-    shape = broadcast_shapes("betainc", a.shape, b.shape, x.shape)
-    return AbstractArray(shape, dtype, a.weak_type and b.weak_type and x.weak_type)
-
-
 betainc_p = Primitive("betainc")
-betainc_p.def_abstract_eval(_ternary_aval)
+betainc_p.def_abstract_eval(_nary_aval("betainc"))
 betainc_p.def_impl(scipy_rule(_sc.betainc))
 betainc_p.def_impl(_cuda.special_rule("betainc"), backend="cuda")
 
 
 def _betainc_dx(a: Any, b: Any, x: Any) -> Any:
+    a, b, x = _arrays(a, b, x)
     one = scalar(x, 1)
     return exp(sub(add(mul(sub(a, one), log(x)), mul(sub(b, one), log1p(neg(x)))),
                    lbeta(a, b)))
@@ -394,12 +410,13 @@ log_ndtr_p = _unary("log_ndtr", _sc.log_ndtr, "log_ndtr")
 
 
 def _log_ndtr_d(x: Any, out: Any) -> Any:
-    # pdf(x) / cdf(x) = exp(log pdf(x) - log cdf(x)): no underflow of either for x << 0.
-    return exp(sub(sub(mul(scalar(x, -0.5), mul(x, x)), scalar(x, _LOG_SQRT_2PI)), out))
+    # pdf(x) / cdf(x) = sqrt(2/pi) / erfcx(-x/sqrt(2)) (as cdf(x) = erfc(-x/sqrt 2) / 2):
+    # no cancellation, no underflow for x << 0, and 0 where erfcx overflows (x >> 0).
+    return div(scalar(x, math.sqrt(2 / math.pi)), erfcx(mul(x, scalar(x, -math.sqrt(0.5)))))
 
 
 log_ndtr_p.def_vjp(lambda ct, ins, out: (mul(ct, _log_ndtr_d(ins[0], out)),),
-                   save_inputs=(0,), save_output=True)
+                   save_inputs=(0,))
 log_ndtr_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, _log_ndtr_d(x, out))))
 
 
