@@ -13,15 +13,15 @@ _PY_SCALARS = (bool, int, float)
 
 def float_dtype(name: str, *args: Any) -> np.dtype:
     """The real floating-point dtype the operands of ``name`` promote to: NumPy 2's
-    promotion (Python scalars weak), then booleans, int8/int16 to float32 and wider
-    integers to float64 (as SciPy's float32/float64 loops take them).
+    promotion (Python scalars weak), then booleans and integers to float64 (as
+    ``scipy.special``'s ufuncs take them).
 
     Raises:
         DTypeError: a complex or non-numeric operand (the functions are real-only).
     """
     dt = fnp.result_type(*args)
     if dt.kind in "biu":
-        dt = np.promote_types(dt, np.float32)
+        dt = np.dtype(np.float64)
     if dt.kind != "f" and dt.name != "bfloat16":
         raise DTypeError(f"functx.scipy.{name} needs real operands but got dtype {dt}; "
                          "it has no complex form (as in JAX).")

@@ -1,8 +1,8 @@
 """``jax.scipy.special``'s functions over functx primitives.
 
 Every function takes array-likes (Python scalars, lists, NumPy/CuPy arrays, tracers),
-promotes them to one real floating-point dtype (integers and booleans to float32 or
-float64 as SciPy's loops do; complex operands raise a DTypeError), broadcasts them, and
+promotes them to one real floating-point dtype (integers and booleans to float64 as
+SciPy's ufuncs do; complex operands raise a DTypeError), broadcasts them, and
 works under every transform. float32 stays float32 and is computed natively.
 
 The functions SciPy computes with care are primitives (``functx.primitives.special``:
@@ -35,6 +35,7 @@ from functx.errors import ArgumentError, ArgumentTypeError
 from functx.primitives import elementwise as _ew
 from functx.primitives import fused as _fused
 from functx.primitives import special as _sp
+from functx.primitives.misc import stop_gradient
 from functx.scipy._args import float_arg, float_args
 from functx.transforms.custom import custom_jvp
 
@@ -326,28 +327,40 @@ def entr(x: Any) -> Any:
 
 def rel_entr(p: Any, q: Any) -> Any:
     """The relative entropy ``p log(p / q)`` for ``p, q > 0``; 0 where ``p == 0`` and
-    ``q >= 0``; inf elsewhere.
+    ``q >= 0``; inf elsewhere (NaN where either is NaN, as in SciPy).
 
     Example:
         >>> special.rel_entr(1.0, 0.5)   # log 2
     """
     p, q = _broadcast_pair("rel_entr", p, q)
     both = fnp.logical_and(p > 0, q > 0)
-    one_zero = fnp.logical_and(p == 0, q >= 0)
     safe_p, safe_q = fnp.where(both, p, 1.0), fnp.where(both, q, 1.0)
-    val = _xlogx(safe_p) - _xlogy(safe_p, safe_q)
-    return fnp.where(both, val, fnp.where(one_zero, 0.0, np.inf).astype(p.dtype))
+    val = _xlogy(safe_p, safe_p / safe_q)  # SciPy's form (inf for p = inf, not NaN)
+    return fnp.where(both, val, _off_domain(p, q, 0.0))
+
+
+def _off_domain(p: Any, q: Any, at_p_zero: Any) -> Any:
+    """The value of ``rel_entr``/``kl_div`` outside ``p, q > 0``: ``at_p_zero`` where
+    ``p == 0 <= q``, NaN where either is NaN, inf elsewhere (no derivative)."""
+    p, q = stop_gradient(p), stop_gradient(q)
+    one_zero = fnp.logical_and(p == 0, q >= 0)
+    nan = fnp.logical_or(fnp.isnan(p), fnp.isnan(q))
+    inf = fnp.where(nan, np.nan, np.inf).astype(p.dtype)
+    return fnp.where(one_zero, at_p_zero, inf)
 
 
 def kl_div(p: Any, q: Any) -> Any:
     """``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0`` and ``q >= 0``; inf
-    elsewhere.
+    elsewhere (NaN where either is NaN, as in SciPy).
 
     Example:
         >>> special.kl_div(1.0, 1.0)   # 0.
     """
     p, q = _broadcast_pair("kl_div", p, q)
-    return rel_entr(p, q) - p + q
+    both = fnp.logical_and(p > 0, q > 0)
+    safe_p, safe_q = fnp.where(both, p, 1.0), fnp.where(both, q, 1.0)
+    val = _xlogy(safe_p, safe_p / safe_q) - safe_p + safe_q
+    return fnp.where(both, val, _off_domain(p, q, q))
 
 
 # -- normalisation over axes -------------------------------------------------------------------
