@@ -4,6 +4,6 @@ Submodules: ``functx.scipy.linalg``, ``functx.scipy.special``, ``functx.scipy.st
 """
 from __future__ import annotations
 
-from functx.scipy import special
+from functx.scipy import special, stats
 
-__all__: list[str] = ["special"]
+__all__: list[str] = ["special", "stats"]
