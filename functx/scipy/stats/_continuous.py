@@ -14,7 +14,7 @@ import numpy as np
 
 import functx.numpy as fnp
 from functx.scipy import special as sp
-from functx.scipy.stats._common import Family, float_args, standardize
+from functx.scipy.stats._common import Family, float_args, standardize, where_nan
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_PI = math.log(math.pi)
@@ -84,9 +84,11 @@ def _laplace_pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
 
 
 def _laplace_cdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
-    """``exp(z) / 2`` below ``loc``, ``1 - exp(-z) / 2`` above."""
+    """``exp(z) / 2`` below ``loc``, ``1 - exp(-z) / 2`` above (relative accuracy kept in
+    the lower tail)."""
     z = standardize("laplace.cdf", x, loc, scale)[0]
-    return 0.5 - 0.5 * fnp.sign(z) * fnp.expm1(-fnp.abs(z))
+    half_e = 0.5 * fnp.exp(-fnp.abs(z))
+    return fnp.where(z < 0, half_e, 1 - half_e)
 
 
 laplace = Family("laplace", "The Laplace (double exponential) distribution.",
@@ -133,16 +135,23 @@ def _cauchy_logsf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     return fnp.log(_cauchy_sf(x, loc, scale))
 
 
+def _cauchy_quantile(q: Any, loc: Any, scale: Any, sign: float) -> Any:
+    # loc + sign * scale * tan(pi (q - 1/2)), with -sign*inf at q = 0, sign*inf at 1 and
+    # NaN outside [0, 1] (tan(pi/2) is only 1.6e16 in floating point).
+    with np.errstate(invalid="ignore"):
+        val = loc + sign * scale * fnp.tan(math.pi * (q - 0.5))
+    val = fnp.where(q == 0, -sign * np.inf, fnp.where(q == 1, sign * np.inf, val))
+    return where_nan(fnp.isnan(q) | (q < 0) | (q > 1), val)
+
+
 def _cauchy_ppf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``loc + scale * tan(pi (q - 1/2))``."""
-    q, loc, scale = float_args("cauchy.ppf", q, loc, scale)
-    return loc + scale * fnp.tan(math.pi * (q - 0.5))
+    return _cauchy_quantile(*float_args("cauchy.ppf", q, loc, scale), 1.0)
 
 
 def _cauchy_isf(q: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``loc + scale * tan(pi (1/2 - q))``."""
-    q, loc, scale = float_args("cauchy.isf", q, loc, scale)
-    return loc + scale * fnp.tan(math.pi * (0.5 - q))
+    return _cauchy_quantile(*float_args("cauchy.isf", q, loc, scale), -1.0)
 
 
 cauchy = Family("cauchy", "The Cauchy distribution.",
@@ -247,7 +256,8 @@ expon = Family("expon", "The exponential distribution on [loc, inf).",
 def _uniform_logpdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``-log(scale)`` on ``[loc, loc + scale]``, ``-inf`` outside."""
     x, loc, scale = float_args("uniform.logpdf", x, loc, scale)
-    return fnp.where((x < loc) | (x > loc + scale), -np.inf, -fnp.log(scale))
+    val = fnp.where((x < loc) | (x > loc + scale), -np.inf, -fnp.log(scale))
+    return where_nan(fnp.isnan(x), val)
 
 
 def _uniform_pdf(x: Any, loc: Any = 0, scale: Any = 1) -> Any:

@@ -104,9 +104,11 @@ def _poisson_cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
 
 
 def _poisson_entropy(mu: Any, loc: Any = 0) -> Any:
-    """The entropy ``-sum_k pmf(k) log pmf(k)`` (in nats), as JAX computes it: the sum
-    itself for ``mu < 100`` (k up to 250), the asymptotic
-    ``log(2 pi e mu) / 2 - 1 / (12 mu)`` above; 0 at ``mu = 0``."""
+    """The entropy ``-sum_k pmf(k) log pmf(k)`` (in nats): the sum itself for ``mu < 100``
+    (k up to 250, as JAX), the asymptotic series
+    ``log(2 pi e mu) / 2 - 1 / (12 mu) - 1 / (24 mu^2) - 19 / (360 mu^3)`` above (JAX
+    stops after the second term, 2e-6 off at ``mu = 100``; this is within 1e-9); 0 at
+    ``mu = 0``."""
     mu, loc = float_args("poisson.entropy", mu, loc)
     shape = fnp.broadcast_shapes(mu.shape, loc.shape)
     flat = fnp.reshape(mu, (-1,))
@@ -117,7 +119,9 @@ def _poisson_entropy(mu: Any, loc: Any = 0) -> Any:
     probs = fnp.where(k < upper, _poisson_pmf(k, safe), 0.0)
     summed = fnp.sum(sp.entr(probs), axis=0)
     big = fnp.where(small, 100.0, flat)
-    asymptotic = 0.5 * fnp.log(2 * math.pi * math.e * big) - 1.0 / (12 * big)
+    inv = 1.0 / big
+    asymptotic = (0.5 * fnp.log(2 * math.pi * math.e * big)
+                  - inv * (1.0 / 12 + inv * (1.0 / 24 + inv * (19.0 / 360))))
     out = fnp.where(flat == 0, 0.0, fnp.where(small, summed, asymptotic))
     return fnp.broadcast_to(fnp.reshape(out, mu.shape), shape)
 

@@ -25,10 +25,10 @@ def _gamma_logpdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``(a-1) log y - y - gammaln(a) - log(scale)`` for ``y = (x - loc) / scale >= 0``,
     ``-inf`` below."""
     y, _, scale, a = standardize("gamma.logpdf", x, loc, scale, a)
-    ok = y >= 0
-    y = fnp.where(ok, y, 1.0)
+    below = y < 0  # (NaN propagates through the value)
+    y = fnp.where(below, 1.0, y)
     val = sp.xlogy(a - 1, y) - y - sp.gammaln(a) - fnp.log(scale)
-    return fnp.where(ok, val, -np.inf)
+    return fnp.where(below, -np.inf, val)
 
 
 def _gamma_pdf(x: Any, a: Any, loc: Any = 0, scale: Any = 1) -> Any:
@@ -113,10 +113,10 @@ def _beta_logpdf(x: Any, a: Any, b: Any, loc: Any = 0, scale: Any = 1) -> Any:
     """``(a-1) log y + (b-1) log(1-y) - betaln(a, b) - log(scale)`` on ``0 <= y <= 1``,
     ``-inf`` outside, NaN for ``a, b, scale <= 0``."""
     y, _, scale, a, b = standardize("beta.logpdf", x, loc, scale, a, b)
-    ok = (y >= 0) & (y <= 1)
-    ys = fnp.where(ok, y, 0.5)
+    out = (y < 0) | (y > 1)  # (NaN propagates through the value)
+    ys = fnp.where(out, 0.5, y)
     val = sp.xlogy(a - 1, ys) + sp.xlog1py(b - 1, -ys) - sp.betaln(a, b) - fnp.log(scale)
-    val = fnp.where(ok, val, -np.inf)
+    val = fnp.where(out, -np.inf, val)
     return where_nan((a <= 0) | (b <= 0) | (scale <= 0), val)
 
 
