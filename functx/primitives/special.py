@@ -12,8 +12,10 @@ primitive          ``scipy.special``       derivative
 ``gamma(x)``       ``gamma``               ``y digamma(x)``
 ``digamma(x)``     ``psi``                 ``zeta(2, x)`` (trigamma)
 ``zeta(s, q)``     ``zeta`` (Hurwitz)      ``-s zeta(s+1, q)`` for ``q``; none for ``s``
-``igamma(a, x)``   ``gammainc``            ``exp((a-1) log x - x - lgamma(a))`` for ``x``
-``igammac(a, x)``  ``gammaincc``           minus that of ``igamma``
+``igamma(a, x)``   ``gammainc``            ``exp((a-1) log x - x - lgamma(a))`` for ``x``;
+                                           ``igamma_grad_a(a, x)`` for ``a``
+``igammac(a, x)``  ``gammaincc``           minus those of ``igamma``
+``igamma_grad_a``  (JAX's algorithm)       ``d/dx`` only: ``d/dx P (log x - digamma(a))``
 ``lbeta(a, b)``    ``betaln``              ``digamma(a) - digamma(a+b)`` (and for ``b``)
 ``betainc(a,b,x)`` ``betainc``             ``x^(a-1) (1-x)^(b-1) / B(a, b)`` for ``x``
 ``ndtri(p)``       ``ndtri``               ``sqrt(2 pi) exp(y^2/2)``
@@ -22,10 +24,10 @@ primitive          ``scipy.special``       derivative
 ``i1e(x)``         ``i1e``                 ``i0e(x) - y (sign(x) + 1/x)``, ``1/2`` at 0
 =================  ======================  ==============================================
 
-The derivatives with respect to the shape parameters ``a`` and ``b`` of ``igamma``,
-``igammac`` and ``betainc``, and to ``s`` of ``zeta``, are not implemented: asking for one
-raises a :class:`GradError` naming the primitive and the operand (JAX's ``betainc`` refuses
-the same). Their VJP rules are selective, so those operands may be constants or data.
+The derivatives with respect to ``a`` and ``b`` of ``betainc`` (as in JAX), to ``s`` of
+``zeta`` and to ``a`` of ``igamma_grad_a`` (the second derivative of ``igamma`` in ``a``)
+are not implemented: asking for one raises a :class:`GradError` naming the primitive and the
+operand. Their VJP rules are selective, so those operands may be constants or data.
 
 Dtypes: real floating-point operands of one dtype; the result has that dtype. float32 and
 float64 are computed natively (SciPy's float32 loops on the CPU, CuPy's kernels on CUDA);
@@ -39,6 +41,7 @@ subclasses); CUDA has its own rule per primitive (``functx/primitives/cuda/speci
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -47,6 +50,7 @@ import scipy.special as _sc
 
 from functx.errors import GradError
 from functx.ir import AbstractArray
+from functx.primitives._igamma import igamma_grad_a_values
 from functx.primitives._batching import (
     add_tangents,
     broadcast_to_shape,
@@ -79,7 +83,7 @@ from functx.tracing import bind
 
 __all__ = [
     "erfc", "erf_inv", "erfcx", "lgamma", "gamma", "digamma", "zeta", "igamma", "igammac",
-    "lbeta", "betainc", "ndtri", "log_ndtr", "i0e", "i1e",
+    "lbeta", "betainc", "ndtri", "log_ndtr", "i0e", "i1e", "igamma_grad_a",
 ]
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
@@ -289,17 +293,18 @@ def _incomplete_gamma(name: str, ufunc: Callable, cuda_name: str, sgn: float) ->
 
     def vjp(ct, ins, out, *, needs):
         a, x = ins
+        da = dx = None
         if needs[0]:
-            raise _no_derivative(name, "a (the first operand)")
-        return None, unbroadcast(mul(ct, mul(scalar(ct, sgn), _igamma_dx(a, x))), x)
+            da = unbroadcast(mul(ct, mul(scalar(ct, sgn), igamma_grad_a(a, x))), a)
+        if needs[1]:
+            dx = unbroadcast(mul(ct, mul(scalar(ct, sgn), _igamma_dx(a, x))), x)
+        return da, dx
 
     def jvp(tangents, primals, out):
-        ta, tx = tangents
-        if ta is not None:
-            raise _no_derivative(name, "a (the first operand)")
-        if tx is None:
-            return None
-        return fit_tangent(mul(tx, mul(scalar(out, sgn), _igamma_dx(*primals))), out)
+        (ta, tx), (a, x) = tangents, primals
+        t = add_tangents(None if ta is None else mul(ta, igamma_grad_a(a, x)),
+                         None if tx is None else mul(tx, _igamma_dx(a, x)))
+        return None if t is None else fit_tangent(mul(t, scalar(out, sgn)), out)
 
     p.def_vjp(vjp, save_inputs=(0, 1), selective=True)
     p.def_jvp(jvp)
@@ -311,17 +316,59 @@ igammac_p = _incomplete_gamma("igammac", _sc.gammaincc, "gammaincc", -1.0)
 
 
 def igamma(a: Any, x: Any) -> Any:
-    """The regularised lower incomplete gamma function ``P(a, x)`` (SciPy's ``gammainc``).
-
-    Differentiable in ``x`` only; asking for the derivative in ``a`` raises GradError.
-    """
+    """The regularised lower incomplete gamma function ``P(a, x)`` (SciPy's ``gammainc``),
+    differentiable in both operands (in ``a`` through :func:`igamma_grad_a`)."""
     return bind(igamma_p, a, x)
 
 
 def igammac(a: Any, x: Any) -> Any:
     """The regularised upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, accurate
-    where it is small (SciPy's ``gammaincc``). Differentiable in ``x`` only."""
+    where it is small (SciPy's ``gammaincc``); differentiable in both operands."""
     return bind(igammac_p, a, x)
+
+
+def _igamma_grad_a_cpu(xp: Any, a: Any, x: Any) -> Any:
+    return igamma_grad_a_values(xp, a, x, lgamma=_sc.gammaln, digamma=_sc.psi)
+
+
+igamma_grad_a_p = Primitive("igamma_grad_a")
+igamma_grad_a_p.def_abstract_eval(_nary_aval("igamma_grad_a"))
+igamma_grad_a_p.def_impl(_igamma_grad_a_cpu)
+igamma_grad_a_p.def_impl(functools.partial(_cuda.igamma_grad_a, fallback=igamma_grad_a_values),
+                         backend="cuda")
+
+
+def _igamma_grad_a_dx(a: Any, x: Any) -> Any:
+    # d/dx dP/da = d/da dP/dx = dP/dx (log x - digamma(a))
+    a, x = _arrays(a, x)
+    return mul(_igamma_dx(a, x), sub(log(x), digamma(a)))
+
+
+@igamma_grad_a_p.def_vjp(save_inputs=(0, 1), selective=True)
+def _igamma_grad_a_vjp(ct, ins, out, *, needs):
+    if needs[0]:
+        raise _no_derivative("igamma_grad_a (the second derivative of igamma in a)",
+                             "a (the first operand)")
+    return None, unbroadcast(mul(ct, _igamma_grad_a_dx(*ins)), ins[1])
+
+
+@igamma_grad_a_p.def_jvp
+def _igamma_grad_a_jvp(tangents, primals, out):
+    if tangents[0] is not None:
+        raise _no_derivative("igamma_grad_a (the second derivative of igamma in a)",
+                             "a (the first operand)")
+    tx = tangents[1]
+    return None if tx is None else fit_tangent(mul(tx, _igamma_grad_a_dx(*primals)), out)
+
+
+igamma_grad_a_p.def_batch(elementwise_batch(igamma_grad_a_p))
+
+
+def igamma_grad_a(a: Any, x: Any) -> Any:
+    """``d/da P(a, x)``, JAX's ``igamma_grad_a`` (series and continued fraction
+    differentiated term by term; functx/primitives/_igamma.py). Differentiable in ``x``;
+    its derivative in ``a`` (the second derivative of ``igamma``) raises GradError."""
+    return bind(igamma_grad_a_p, a, x)
 
 
 lbeta_p = _binary("lbeta", _sc.betaln, "betaln")

@@ -11,9 +11,10 @@ The functions SciPy computes with care are primitives (``functx.primitives.speci
 and ``expit`` from the elementwise family); the others are plain functions of primitives.
 
 Derivatives follow JAX: ``betainc`` is differentiable in ``x`` only (asking for ``a`` or
-``b`` raises a GradError, as JAX raises); ``gammainc``/``gammaincc`` in ``x`` only (JAX also
-differentiates in ``a``: not implemented here, a GradError says so); ``zeta`` in ``q`` only
-(likewise for ``x``); ``polygamma`` in ``x`` (``n`` must be of an integer dtype, as in JAX);
+``b`` raises a GradError, as JAX raises); ``gammainc``/``gammaincc`` in both (in ``a`` with
+JAX's ``igamma_grad_a`` algorithm; its own derivative in ``a``, a second derivative, raises
+a GradError); ``zeta`` in ``q`` only (JAX also differentiates in ``x``: not implemented
+here, a GradError says so); ``polygamma`` in ``x`` (``n`` must be of an integer dtype, as in JAX);
 ``xlogy``/``xlog1py`` have JAX's derivative rule (``log(y)`` for ``x``, ``x / y`` for
 ``y``, also at ``x = 0``).
 
@@ -165,7 +166,8 @@ def zeta(x: Any, q: Any = None) -> Any:
 
 def gammainc(a: Any, x: Any) -> Any:
     """The regularised lower incomplete gamma function ``P(a, x)``. Differentiable in ``x``
-    (``x^(a-1) exp(-x) / Gamma(a)``); the derivative in ``a`` raises a GradError.
+    (``x^(a-1) exp(-x) / Gamma(a)``) and in ``a`` (JAX's algorithm); the second derivative
+    in ``a`` raises a GradError.
 
     Example:
         >>> special.gammainc(1.0, 1.0)   # 1 - exp(-1)
@@ -175,7 +177,7 @@ def gammainc(a: Any, x: Any) -> Any:
 
 def gammaincc(a: Any, x: Any) -> Any:
     """The regularised upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, accurate
-    where it is small. Differentiable in ``x``; the derivative in ``a`` raises GradError.
+    where it is small. Differentiable in ``a`` and ``x`` (as ``gammainc``).
 
     Example:
         >>> special.gammaincc(1.0, 1.0)   # exp(-1)

@@ -2,9 +2,10 @@
 
 References are mpmath at 30 digits (independent of SciPy, which the implementations call).
 Arguments are drawn inside each function's smooth domain. The shape parameters that have
-no derivative (``s`` of ``zeta``, ``a`` of ``igamma``/``igammac``, ``a`` and ``b`` of
-``betainc``) travel as Python floats in a ``SimpleNamespace`` last argument, which the harness holds
-static (tests/test_scipy_special.py varies them per element). Edge values
+no derivative (``s`` of ``zeta``, ``a`` of ``igamma_grad_a``, ``a`` and ``b`` of
+``betainc``; and ``a`` of ``igamma``/``igammac`` in the specs whose second derivatives are
+checked) travel as Python floats in a ``SimpleNamespace`` last argument, which the harness
+holds static (tests/test_scipy_special.py varies them per element). Edge values
 (0, inf, NaN, the poles) are tested in tests/test_scipy_special.py.
 """
 from __future__ import annotations
@@ -77,6 +78,15 @@ SPECS = [
              lambda x, p: ref(lambda a, v: mpmath.gammainc(a, v, mpmath.inf,
                                                            regularized=True))(p.a, x),
              with_params(0.2, 4.0, a=(0.5, 3.0)), rtol=1e-11, atol=1e-14),
+    PrimSpec("igamma", sp.igamma,
+             ref(lambda a, v: mpmath.gammainc(a, 0, v, regularized=True)),
+             broadcast_pair().flatmap(lambda s: st.tuples(array(s[0], 0.5, 3.0),
+                                                          array(s[1], 0.2, 4.0))),
+             diff_argnums=(0, 1), rtol=1e-11, atol=1e-14, smooth=False, label="a and x"),
+    PrimSpec("igamma_grad_a", lambda x, p: sp.igamma_grad_a(p.a, x),
+             lambda x, p: ref(lambda a, v: mpmath.diff(
+                 lambda t: mpmath.gammainc(t, 0, v, regularized=True), a))(p.a, x),
+             with_params(0.2, 4.0, a=(0.5, 3.0)), rtol=1e-9, atol=1e-13),
     PrimSpec("lbeta", sp.lbeta, ref(lambda a, b: mpmath.log(mpmath.beta(a, b))),
              pair(0.5, 4.0), diff_argnums=(0, 1), rtol=1e-11, atol=1e-12),
     PrimSpec("betainc", lambda x, p: sp.betainc(p.a, p.b, x),

@@ -6,6 +6,8 @@ CuPy's ``cupyx.scipy.special`` ufuncs, which are elementwise kernels of their ow
   ``digamma``, ``zeta``, ``gammainc``, ``gammaincc``, ``betaln``, ``betainc``, ``ndtri``,
   ``log_ndtr``, ``i0e``, ``i1e``). float32 and float64 are computed in their own precision;
   float16 is computed in float32 and rounded once (CuPy has no bfloat16).
+* :func:`igamma_grad_a`: JAX's algorithm for ``d/da P(a, x)``, passed in as ``fallback``,
+  with CuPy's ``gammaln`` and ``digamma``.
 
 Each rule is ``fn(xp, *arrays)`` with ``xp`` = cupy, registered next to its primitive with
 ``p.def_impl(fn, backend="cuda")``. Importing this module needs no CuPy: ``cupyx.scipy.
@@ -51,3 +53,11 @@ def special_rule(name: str) -> Callable:
         return fn(*args)
     rule.__name__ = rule.__qualname__ = f"cuda_{name}"
     return rule
+
+
+def igamma_grad_a(xp: Any, a: Any, x: Any, *, fallback: Callable) -> Any:
+    """``d/da P(a, x)`` on CUDA: the generic algorithm ``fallback`` (functx/primitives/
+    _igamma.py) with ``cupyx.scipy.special``'s ``gammaln`` and ``digamma`` (its iterations
+    index the unconverged entries, one device synchronisation per step)."""
+    sp = _cupyx_special()
+    return fallback(xp, a, x, lgamma=sp.gammaln, digamma=sp.digamma)

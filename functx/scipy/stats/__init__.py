@@ -24,8 +24,7 @@ Each distribution is a namespace of functions with JAX's names and signatures
 
 Arguments broadcast and promote to one real float dtype (float32 stays float32); every
 function works under every transform and is differentiable in its parameters, except the
-shape parameters of the incomplete gamma and beta functions in ``gamma``/``chi2``/``beta``
-CDFs (see ``functx.scipy.special``: a GradError says so).
+shape parameters ``a``, ``b`` of the ``beta`` CDFs (as in JAX: a GradError says so).
 
 Example:
     >>> from functx.scipy import stats

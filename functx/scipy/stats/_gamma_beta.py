@@ -2,10 +2,9 @@
 ``dirichlet``.
 
 Densities are differentiable in every argument. The CDFs go through the incomplete gamma
-and beta functions, which are differentiable in ``x`` (and so in ``loc`` and ``scale``) but
-not in the shape parameters: ``gamma.cdf``'s derivative in ``a`` and ``chi2.cdf``'s in
-``df`` raise a GradError (JAX implements them), ``beta.cdf``'s in ``a``/``b`` raise one as
-in JAX.
+and beta functions: ``gamma``'s and ``chi2``'s are differentiable in every argument (in
+``a``/``df`` once: the second derivative raises a GradError), ``beta``'s in ``x``, ``loc``
+and ``scale`` only (the derivative in ``a`` or ``b`` raises a GradError, as in JAX).
 """
 from __future__ import annotations
 
