@@ -11,7 +11,8 @@ primitive          ``scipy.special``       derivative
 ``lgamma(x)``      ``gammaln``             ``digamma(x)``
 ``gamma(x)``       ``gamma``               ``y digamma(x)``
 ``digamma(x)``     ``psi``                 ``zeta(2, x)`` (trigamma)
-``zeta(s, q)``     ``zeta`` (Hurwitz)      ``-s zeta(s+1, q)`` for ``q``; none for ``s``
+``zeta(s, q)``     ``zeta`` (Hurwitz)      ``-s zeta(s+1, q)`` for ``q``; for ``s`` the
+                                           derivative of JAX's series (Johansson 2015)
 ``igamma(a, x)``   ``gammainc``            ``exp((a-1) log x - x - lgamma(a))`` for ``x``;
                                            ``igamma_grad_a(a, x)`` for ``a``
 ``igammac(a, x)``  ``gammaincc``           minus those of ``igamma``
@@ -24,8 +25,8 @@ primitive          ``scipy.special``       derivative
 ``i1e(x)``         ``i1e``                 ``i0e(x) - y (sign(x) + 1/x)``, ``1/2`` at 0
 =================  ======================  ==============================================
 
-The derivatives with respect to ``a`` and ``b`` of ``betainc`` (as in JAX), to ``s`` of
-``zeta`` and to ``a`` of ``igamma_grad_a`` (the second derivative of ``igamma`` in ``a``)
+The derivatives with respect to ``a`` and ``b`` of ``betainc`` (as in JAX) and to ``a`` of
+``igamma_grad_a`` (the second derivative of ``igamma`` in ``a``)
 are not implemented: asking for one raises a :class:`GradError` naming the primitive and the
 operand. Their VJP rules are selective, so those operands may be constants or data.
 
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
@@ -70,6 +72,7 @@ from functx.primitives.elementwise import (
     log1p,
     mul,
     neg,
+    pow,
     scalar,
     select,
     sign,
@@ -78,7 +81,7 @@ from functx.primitives.elementwise import (
     unary_jvp,
     unbroadcast,
 )
-from functx.registry import Primitive
+from functx.registry import Primitive, composite_jvp, composite_vjp
 from functx.tracing import bind
 
 __all__ = [
@@ -258,24 +261,63 @@ def _zeta_dq(s: Any, q: Any) -> Any:
     return neg(mul(s, zeta(add(s, scalar(s, 1)), q)))
 
 
+def _bernoulli_ratios(m: int) -> tuple[float, ...]:
+    """``(2k)! / B_2k`` for ``k = 1..m`` (12, -720, 30240, ...), B the Bernoulli numbers."""
+    b = [Fraction(1)]
+    for n in range(1, 2 * m + 1):  # B_n = -1/(n+1) sum_{j<n} C(n+1, j) B_j
+        b.append(-sum(math.comb(n + 1, j) * b[j] for j in range(n)) / (n + 1))
+    return tuple(float(math.factorial(2 * k) / b[2 * k]) for k in range(1, m + 1))
+
+
+_ZETA_TERMS = {np.dtype(np.float32): 8, np.dtype(np.float64): 16}
+_ZETA_COEFS = _bernoulli_ratios(16)
+
+
+def _zeta_series(s: Any, q: Any) -> Any:
+    """The Euler-Maclaurin form of the Hurwitz zeta function, JAX's (Johansson 2015, formula
+    (5)): ``sum_{k<N} (q+k)^-s + (q+N)^(1-s)/(s-1) + (q+N)^-s (1/2 + sum_j T_j / c_j)``,
+    ``T_j = prod_{m<=2j} (s+m)/(q+N)``, in functx operations: its derivative in ``s`` is
+    ``zeta``'s (N = M = 16 terms in float64, 8 in float32)."""
+    s, q = _arrays(s, q)
+    n = _ZETA_TERMS.get(np.dtype(q.dtype), 8)
+    one = scalar(q, 1)
+    total = None
+    for k in range(n):
+        term = pow(add(q, scalar(q, k)), neg(s))
+        total = term if total is None else add(total, term)
+    qn = add(q, scalar(q, n))
+    total = add(total, div(pow(qn, sub(one, s)), sub(s, one)))
+    prod, tail = one, scalar(q, 0.5)
+    for m in range(2 * n):
+        prod = mul(prod, div(add(s, scalar(s, m)), qn))
+        if m % 2 == 0:
+            tail = add(tail, div(prod, scalar(q, _ZETA_COEFS[m // 2])))
+    return add(total, mul(pow(qn, neg(s)), tail))
+
+
 @zeta_p.def_vjp(save_inputs=(0, 1), selective=True)
 def _zeta_vjp(ct, ins, out, *, needs):
     s, q = ins
+    ds = dq = None
     if needs[0]:
-        raise _no_derivative("zeta", "s (the first operand)")
-    return None, unbroadcast(mul(ct, _zeta_dq(s, q)), q)
+        ds = composite_vjp(_zeta_series, (s, q), ct, argnums=(0,))[0]
+    if needs[1]:
+        dq = unbroadcast(mul(ct, _zeta_dq(s, q)), q)
+    return ds, dq
 
 
 @zeta_p.def_jvp
 def _zeta_jvp(tangents, primals, out):
     ts, tq = tangents
-    if ts is not None:
-        raise _no_derivative("zeta", "s (the first operand)")
-    return None if tq is None else fit_tangent(mul(tq, _zeta_dq(*primals)), out)
+    t = add_tangents(None if ts is None else composite_jvp(_zeta_series, primals, (ts, None)),
+                     None if tq is None else mul(tq, _zeta_dq(*primals)))
+    return None if t is None else fit_tangent(t, out)
 
 
 def zeta(s: Any, q: Any) -> Any:
-    """The Hurwitz zeta function ``sum_n (n + q)^-s`` (differentiable in ``q`` only)."""
+    """The Hurwitz zeta function ``sum_n (n + q)^-s``. Differentiable in ``q``
+    (``-s zeta(s+1, q)``) and, as in JAX, in ``s`` through the derivative of its
+    Euler-Maclaurin series (:func:`_zeta_series`)."""
     return bind(zeta_p, s, q)
 
 

@@ -13,8 +13,8 @@ and ``expit`` from the elementwise family); the others are plain functions of pr
 Derivatives follow JAX: ``betainc`` is differentiable in ``x`` only (asking for ``a`` or
 ``b`` raises a GradError, as JAX raises); ``gammainc``/``gammaincc`` in both (in ``a`` with
 JAX's ``igamma_grad_a`` algorithm; its own derivative in ``a``, a second derivative, raises
-a GradError); ``zeta`` in ``q`` only (JAX also differentiates in ``x``: not implemented
-here, a GradError says so); ``polygamma`` in ``x`` (``n`` must be of an integer dtype, as in JAX);
+a GradError); ``zeta`` in both (in ``x`` through the derivative of JAX's series);
+``polygamma`` in ``x`` (``n`` must be of an integer dtype, as in JAX);
 ``xlogy``/``xlog1py`` have JAX's derivative rule (``log(y)`` for ``x``, ``x / y`` for
 ``y``, also at ``x = 0``).
 
@@ -154,8 +154,7 @@ def logit(x: Any) -> Any:
 
 def zeta(x: Any, q: Any = None) -> Any:
     """The Hurwitz zeta function ``sum_n (n + q)^-x`` (the Riemann zeta where ``q`` is None,
-    which JAX does not implement). Differentiable in ``q``; in ``x`` not implemented (a
-    GradError says so).
+    which JAX does not implement). Differentiable in ``q`` and in ``x`` (JAX's series).
 
     Example:
         >>> special.zeta(2.0, 1.0)   # pi^2 / 6

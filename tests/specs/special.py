@@ -2,9 +2,9 @@
 
 References are mpmath at 30 digits (independent of SciPy, which the implementations call).
 Arguments are drawn inside each function's smooth domain. The shape parameters that have
-no derivative (``s`` of ``zeta``, ``a`` of ``igamma_grad_a``, ``a`` and ``b`` of
+no derivative (``a`` of ``igamma_grad_a``, ``a`` and ``b`` of
 ``betainc``; and ``a`` of ``igamma``/``igammac`` in the specs whose second derivatives are
-checked) travel as Python floats in a ``SimpleNamespace`` last argument, which the harness
+checked, ``s`` of ``zeta`` in one spec) travel as Python floats in a ``SimpleNamespace`` last argument, which the harness
 holds static (tests/test_scipy_special.py varies them per element). Edge values
 (0, inf, NaN, the poles) are tested in tests/test_scipy_special.py.
 """
@@ -71,6 +71,10 @@ SPECS = [
              atol=1e-11),
     PrimSpec("zeta", lambda q, p: sp.zeta(p.s, q), lambda q, p: ref(mpmath.zeta)(p.s, q),
              with_params(0.5, 3.0, s=(1.5, 4.0)), rtol=1e-11),
+    PrimSpec("zeta", sp.zeta, ref(mpmath.zeta),
+             broadcast_pair().flatmap(lambda s: st.tuples(array(s[0], 1.5, 4.0),
+                                                          array(s[1], 0.5, 3.0))),
+             diff_argnums=(0, 1), rtol=1e-11, label="s and q"),
     PrimSpec("igamma", lambda x, p: sp.igamma(p.a, x),
              lambda x, p: ref(lambda a, v: mpmath.gammainc(a, 0, v, regularized=True))(p.a, x),
              with_params(0.2, 4.0, a=(0.5, 3.0)), rtol=1e-11, atol=1e-14),
