@@ -4,4 +4,6 @@ Submodules: ``functx.scipy.linalg``, ``functx.scipy.special``, ``functx.scipy.st
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from functx.scipy import special, stats
+
+__all__: list[str] = ["special", "stats"]

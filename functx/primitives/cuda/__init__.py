@@ -15,6 +15,7 @@ rest of each primitive's definition with ``p.def_impl(fn, backend="cuda")``:
 * ``attention``: ``dot_product_attention`` and its gradient (GEMMs around fused row kernels);
 * ``conv``: ``conv_general_dilated`` (im2col/col2im kernels and GEMMs);
 * ``fft``: the cases where cuFFT differs from NumPy;
+* ``special``: the special-function primitives with ``cupyx.scipy.special``;
 * ``_kernels``: the one compile cache of every kernel, and the helpers the kernels share.
 
 These modules import no functx primitive module (primitive families pass their generic
