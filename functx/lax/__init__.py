@@ -9,4 +9,7 @@ Each submodule is private; this namespace is the curated public API.
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from functx.lax._common import ControlFlowError, ReverseModeError
+from functx.lax._scan import scan
+
+__all__: list[str] = ["scan", "ControlFlowError", "ReverseModeError"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
@@ -43,7 +44,7 @@ from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_const
 from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
 from functx.transforms.interpret import eval_trace, prune_with_last_uses, walk
 
-__all__ = ["jit", "CACHE_SIZE"]
+__all__ = ["jit", "CACHE_SIZE", "Executor", "executor"]
 
 # The most signatures (traces) one jitted function keeps; the least recently used one is
 # evicted beyond it. Read at every new signature, so changing it affects existing jitted
@@ -103,6 +104,42 @@ class _Compiled:
                 env[k] = None
         outs = [env[k] for k in out_slots]
         return [finalize_cpu(o, inputs) for o in outs] if on_cpu else outs
+
+
+class Executor:
+    """A trace with no constants of enclosing transforms, run by jit's lean replay loop.
+
+    Higher-order primitives (``functx.lax``'s loops) run their bodies with it: the plan of
+    the body (slots, steps, liveness) is made once per backend and replayed at every
+    iteration, without ``bind`` or the interpreters' per-equation dictionaries.
+    """
+
+    __slots__ = ("_compiled",)
+
+    def __init__(self, trace: Trace) -> None:
+        self._compiled = _Compiled(trace, None)
+
+    def __call__(self, inputs: list, backend: Any) -> list:
+        """The outputs of the trace on concrete ``inputs`` (one per input variable) that
+        all live on ``backend``."""
+        return self._compiled.run(inputs, backend)
+
+
+def executor(trace: Trace) -> Executor:
+    """The lean executor of ``trace`` (see :class:`Executor`); made once per trace object
+    (cached while the trace lives), so a loop body's plan is built once.
+
+    Example:
+        >>> run = executor(body_trace)
+        >>> outs = run([c, x], CPU)
+    """
+    ex = _EXECUTORS.get(trace)
+    if ex is None:
+        ex = _EXECUTORS[trace] = Executor(trace)
+    return ex
+
+
+_EXECUTORS: "weakref.WeakKeyDictionary[Trace, Executor]" = weakref.WeakKeyDictionary()
 
 
 def _check_step(eqn: Any, results: list) -> None:
