@@ -208,22 +208,24 @@ def _scan_vjp(cts: list, ins: tuple, out: list, *, body: Trace, n_consts: int, n
               needs: Sequence[bool] | None = None) -> tuple:
     n_ins = len(ins)
     needs = [True] * n_ins if needs is None else list(needs)
-    n_y = len(body.outputs) - n_carry - n_res
-    base = Trace(body.in_vars, (), (), body.eqns, body.outputs[:n_carry + n_y])
-    res_vars, ys_read, xs_read = residual_plan(base, n_consts, n_carry)
+    # Residual outputs (n_res) are ys like the others: an enclosing reverse mode that read
+    # them (grad of grad) sends them cotangents.
+    n_y = len(body.outputs) - n_carry
+    res_vars, ys_read, xs_read = residual_plan(body, n_consts, n_carry)
     consts, init, xs = _split(ins, n_consts, n_carry)
     in_avals = body.in_avals
-    ct_carry, ct_ys = list(cts[:n_carry]), list(cts[n_carry:n_carry + n_y])
+    ct_carry, ct_ys = list(cts[:n_carry]), list(cts[n_carry:])
     if all(c is None for c in ct_carry + ct_ys):
         return (None,) * n_ins
-    if n_res:  # the forward pass stacked them
-        ys_vals, res_vals = out[n_carry:n_carry + n_y], out[n_carry + n_y:]
+    if not res_vars:  # none, or the forward pass stacked them (n_res)
+        ys_vals, res_vals = out[n_carry:], []
     else:  # run the forward scan again, keeping them
-        full = Trace(base.in_vars, (), (), base.eqns, base.outputs + res_vars)
+        full = Trace(body.in_vars, (), (), body.eqns, body.outputs + res_vars)
         outs = bind(scan_p, *ins, body=full, n_consts=n_consts, n_carry=n_carry,
-                    length=length, reverse=reverse, unroll=unroll, n_res=len(res_vars),
+                    length=length, reverse=reverse, unroll=unroll, n_res=n_res + len(res_vars),
                     name=name)
         ys_vals, res_vals = outs[n_carry:n_carry + n_y], outs[n_carry + n_y:]
+    base = body
     fc = [i for i in range(n_carry) if is_float(in_avals[n_consts + i])]
     c_need = [i for i in range(n_consts) if needs[i] and is_float(in_avals[i])]
     x_need = [j for j in range(len(xs))
@@ -299,7 +301,7 @@ def _scan_jvp(tangents: Sequence[Any], primals: Sequence[Any], out: Any, *, body
     mc = [i for i, t in enumerate(t_consts) if t is not None]
     mx = [j for j, t in enumerate(t_xs) if t is not None]
     fc = [i for i in range(n_carry) if is_float(in_avals[n_consts + i])]
-    fy = [j for j in range(n_carry, n_out - n_res) if is_float(out_avals[j])]
+    fy = [j for j in range(n_carry, n_out) if is_float(out_avals[j])]
     n_x = len(xs)
 
     def step(carry: list, xt: list) -> tuple[list, list]:
