@@ -15,9 +15,10 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from functx import tree
-from functx.backends import CPU, backend_of
+from functx.backends import CPU, backend_of, device_of, device_put
 from functx.errors import FunctxError, GradError
 from functx.ir import AbstractArray, Trace, Var
+from functx.primitives._batching import to_front
 from functx.tracing import INEXACT_DTYPES, Tracer, trace_function
 from functx.transforms.interpret import eval_trace
 from functx.transforms.jit import executor
@@ -27,7 +28,7 @@ import functx.numpy as fnp
 
 __all__ = ["ControlFlowError", "ReverseModeError", "Closed", "trace_closed", "run_closed",
            "strong", "is_float", "as_leaf", "under_reverse_mode", "describe_tree",
-           "zeros_of"]
+           "zeros_of", "batch_front"]
 
 
 class ControlFlowError(FunctxError, TypeError):
@@ -146,6 +147,18 @@ def under_reverse_mode(values: Sequence[Any]) -> bool:
             if best is None or b.level > best.level:
                 best = b
     return isinstance(best, ConcreteTraceBuilder) and best.active
+
+
+def batch_front(x: Any, d: int | None, size: int, like: Any) -> Any:
+    """``x`` with its batch axis first; an unbatched ``x`` is broadcast to the batch on the
+    device of ``like`` (a batched operand: a loop's carry joins the batch's device, where a
+    host scalar such as a counter would otherwise stay on the host)."""
+    out = to_front(x, d, size)
+    if d is None and type(out) is not Tracer:
+        dev = device_of(like)
+        if dev is not None and device_of(out) != dev:
+            out = device_put(out, dev)
+    return out
 
 
 def var_ids(vs: Sequence[Any]) -> set:

@@ -26,7 +26,7 @@ import numpy as np
 
 from functx import tree
 from functx.ir import Trace, Var, abstractify
-from functx.primitives._batching import batch_size, moveaxis
+from functx.primitives._batching import batch_size, moveaxis, zeros_like
 from functx.registry import Primitive
 from functx.tracing import Tracer, bind
 from functx.transforms._args import check_callable
@@ -67,9 +67,9 @@ def _cond_impl(xp: Any, index: Any, *args: Any, branches: tuple, name: str) -> l
             for o, a in zip(outs, branches[0].out_avals)]
 
 
-def _fit(x: Any, aval: Any) -> Any:
-    if x is None:
-        return zeros_of(aval)
+def _fit(x: Any, aval: Any, like: Any = None) -> Any:
+    if x is None:  # zeros on the device of ``like`` (a value of type aval), if given
+        return zeros_of(aval) if like is None else zeros_like(like)
     return x if x.dtype == aval.dtype else fnp.astype(x, aval.dtype)
 
 

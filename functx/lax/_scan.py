@@ -39,7 +39,7 @@ import numpy as np
 
 from functx import tree
 from functx.ir import AbstractArray, Trace, Var, abstractify
-from functx.primitives._batching import batch_size, moveaxis, to_front
+from functx.primitives._batching import batch_size, moveaxis, zeros_like
 from functx.registry import Primitive
 from functx.tracing import bind
 from functx.transforms._args import check_callable
@@ -49,7 +49,7 @@ from functx.transforms.jvp import jvp
 from functx.transforms.vmap import vmap
 from functx.lax._common import (ControlFlowError, as_leaf, describe_tree, is_float,
                                 run_closed, run_traced, strong, trace_closed,
-                                under_reverse_mode, zeros_of)
+                                under_reverse_mode, zeros_of, batch_front)
 
 import functx.numpy as fnp
 
@@ -196,10 +196,10 @@ def scan_leaves(f: Callable, init: Sequence[Any], xs: Sequence[Any], *, length: 
 # VJP: a reverse scan over the stacked residuals
 
 
-def _fit(x: Any, aval: Any) -> Any:
+def _fit(x: Any, aval: Any, like: Any = None) -> Any:
     """``x`` as a value of type ``aval`` (zeros for None; a dtype cast where it differs)."""
-    if x is None:
-        return zeros_of(aval)
+    if x is None:  # zeros on the device of ``like`` (a value of type aval), if given
+        return zeros_of(aval) if like is None else zeros_like(like)
     return x if x.dtype == aval.dtype else fnp.astype(x, aval.dtype)
 
 
@@ -264,8 +264,8 @@ def _scan_vjp(cts: list, ins: tuple, out: list, *, body: Trace, n_consts: int, n
                 for j in x_need]
         return new_acc + new_c, ct_x
 
-    init_b = ([zeros_of(in_avals[i]) for i in c_need]
-              + [_fit(ct_carry[i], in_avals[n_consts + i]) for i in fc])
+    init_b = ([zeros_like(consts[i]) for i in c_need]
+              + [_fit(ct_carry[i], in_avals[n_consts + i], init[i]) for i in fc])
     xs_b = (list(res_vals) + [ys_vals[j] for j in ys_read] + [xs[j] for j in xs_read]
             + [fnp.astype(ct_ys[j], body.out_avals[n_carry + j].dtype) for j in y_ct])
     carry_b, ys_b = scan_leaves(step, init_b, xs_b, length=length, reverse=not reverse,
@@ -323,7 +323,7 @@ def _scan_jvp(tangents: Sequence[Any], primals: Sequence[Any], out: Any, *, body
         t_y = [_fit(t, out_avals[k]) for t, k in zip(t_out[len(fc):], fy)]
         return list(outs[:n_carry]) + t_c, list(outs[n_carry:]) + t_y
 
-    init_t = list(init) + [_fit(t_init[i], in_avals[n_consts + i]) for i in fc]
+    init_t = list(init) + [_fit(t_init[i], in_avals[n_consts + i], init[i]) for i in fc]
     carry, ys = scan_leaves(step, init_t, list(xs) + [t_xs[j] for j in mx], length=length,
                             reverse=reverse, name=f"{name}_jvp")
     result: list = [None] * n_out
@@ -342,7 +342,9 @@ def _scan_batch(args: Sequence[Any], dims: Sequence[int | None], *, body: Trace,
     consts, init, xs = _split(args, n_consts, n_carry)
     c_dims, _, x_dims = _split(dims, n_consts, n_carry)
     consts = [c if d is None else moveaxis(c, d, 0) for c, d in zip(consts, c_dims)]
-    init = [to_front(c, d, size) for c, d in zip(init, dims[n_consts:n_consts + n_carry])]
+    like = next(a for a, d in zip(args, dims) if d is not None)
+    init = [batch_front(c, d, size, like)
+            for c, d in zip(init, dims[n_consts:n_consts + n_carry])]
     xs = [x if d is None else moveaxis(x, d, 1) for x, d in zip(xs, x_dims)]
     axes = tuple([None if d is None else 0 for d in c_dims] + [0] * n_carry
                  + [None if d is None else 0 for d in x_dims])

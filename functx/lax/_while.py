@@ -27,7 +27,7 @@ import numpy as np
 
 from functx import tree
 from functx.ir import AbstractArray, Trace, abstractify
-from functx.primitives._batching import batch_size, moveaxis, to_front
+from functx.primitives._batching import batch_size, moveaxis, zeros_like
 from functx.registry import Primitive
 from functx.tracing import bind
 from functx.transforms._args import check_callable
@@ -35,7 +35,7 @@ from functx.transforms.jvp import jvp
 from functx.transforms.vmap import vmap
 from functx.lax._common import (ControlFlowError, ReverseModeError, as_leaf, describe_tree,
                                 is_float, run_closed, run_traced, strong, trace_closed,
-                                zeros_of)
+                                zeros_of, batch_front)
 
 import functx.numpy as fnp
 
@@ -126,7 +126,8 @@ def _while_jvp(tangents: Sequence[Any], primals: Sequence[Any], out: Any, *, con
                              tuple([t_bc[i] for i in mb] + list(tx)), has_aux=True)
         return list(outs) + [_fit(t, c_avals[i]) for t, i in zip(t_out, fc)]
 
-    init = list(primals[n_cc + n_bc:]) + [_fit(t_init[i], c_avals[i]) for i in fc]
+    carry = list(primals[n_cc + n_bc:])
+    init = carry + [_fit(t_init[i], c_avals[i], carry[i]) for i in fc]
     res = while_leaves(cond_f, body_f, init, f"{name}_jvp")
     result: list = [None] * n
     for i, t in zip(fc, res[n:]):
@@ -134,9 +135,9 @@ def _while_jvp(tangents: Sequence[Any], primals: Sequence[Any], out: Any, *, con
     return result
 
 
-def _fit(x: Any, aval: Any) -> Any:
-    if x is None:
-        return zeros_of(aval)
+def _fit(x: Any, aval: Any, like: Any = None) -> Any:
+    if x is None:  # zeros on the device of ``like`` (a value of type aval), if given
+        return zeros_of(aval) if like is None else zeros_like(like)
     return x if x.dtype == aval.dtype else fnp.astype(x, aval.dtype)
 
 
@@ -147,7 +148,8 @@ def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond: Trace
     n_k = n_cc + n_bc
     consts = [a if d is None else moveaxis(a, d, 0) for a, d in zip(args[:n_k], dims[:n_k])]
     cc, bc = consts[:n_cc], consts[n_cc:]
-    init = [to_front(a, d, size) for a, d in zip(args[n_k:], dims[n_k:])]
+    like = next(a for a, d in zip(args, dims) if d is not None)
+    init = [batch_front(a, d, size, like) for a, d in zip(args[n_k:], dims[n_k:])]
     n = len(init)
     axes_c = tuple([None if d is None else 0 for d in dims[:n_cc]] + [0] * n)
     axes_b = tuple([None if d is None else 0 for d in dims[n_cc:n_k]] + [0] * n)

@@ -41,12 +41,12 @@ _rnn_args = st.tuples(st.integers(0, 4), st.integers(1, 3)).flatmap(
 
 
 def _fori(x, w):
-    return lax.fori_loop(0, 3, lambda i, y: fnp.sin(y * w) + i, x)
+    return lax.fori_loop(0, 3, lambda i, y: fnp.sin(y * w) + fnp.astype(i, y.dtype) * 0.5, x)
 
 
 def _fori_ref(x, w):
     for i in range(3):
-        x = np.sin(x * w) + i
+        x = np.sin(x * w) + i * 0.5
     return x
 
 
