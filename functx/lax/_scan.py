@@ -118,13 +118,17 @@ def _active_eqns(body: Trace) -> list:
 _PLANS: "weakref.WeakKeyDictionary[Trace, tuple]" = weakref.WeakKeyDictionary()
 
 
-def residual_plan(body: Trace, n_consts: int, n_carry: int) -> tuple[tuple, tuple, tuple]:
+def residual_plan(body: Trace, n_consts: int, n_carry: int) -> tuple:
     """What the backward pass of one step reads, and where it finds it.
 
     Returns:
-        ``(res_vars, ys_read, xs_read)``: the variables to stack as residuals (in order),
-        the indices of the body's ``ys`` and of its ``x`` inputs that the backward pass reads
-        (those are stacked already). The hoisted constants are never stacked.
+        ``(res_vars, ys_read, xs_read, co_read)``: the variables to stack as residuals (in
+        order); the indices of the body's ``ys`` and of its ``x`` inputs that the backward
+        pass reads (those are stacked already); and the indices of the carry outputs it
+        reads: the carry a step returns is the carry the next step receives, so those are
+        not stacked either: the carry input is, and the backward scan, which visits the
+        steps in the opposite order, passes it on to the step before. The hoisted
+        constants are never stacked.
     """
     plan = _PLANS.get(body)
     if plan is not None:
@@ -136,9 +140,15 @@ def residual_plan(body: Trace, n_consts: int, n_carry: int) -> tuple[tuple, tupl
     for j, v in enumerate(body.outputs[n_carry:]):
         if type(v) is Var:
             y_pos.setdefault(id(v), j)
+    in_ids = {id(v) for v in ins}
+    co_pos = {}
+    for i, v in enumerate(body.outputs[:n_carry]):
+        if type(v) is Var and id(v) not in in_ids:
+            co_pos.setdefault(id(v), i)
     res: dict[int, Var] = {}
     ys_read: set = set()
     xs_read: set = set()
+    co_read: set = set()
     for e, on in zip(body.eqns, _active_eqns(body)):
         if not on:
             continue
@@ -150,9 +160,18 @@ def residual_plan(body: Trace, n_consts: int, n_carry: int) -> tuple[tuple, tupl
                 xs_read.add(x_pos[k])
             elif k in y_pos:
                 ys_read.add(y_pos[k])
+            elif k in co_pos:
+                co_read.add(co_pos[k])
             else:
                 res.setdefault(k, v)
-    plan = _PLANS[body] = (tuple(res.values()), tuple(sorted(ys_read)), tuple(sorted(xs_read)))
+    for i in co_read:  # the carry input that the previous step's output becomes
+        v = ins[n_consts + i]
+        if id(v) in y_pos:
+            ys_read.add(y_pos[id(v)])
+        else:
+            res.setdefault(id(v), v)
+    plan = _PLANS[body] = (tuple(res.values()), tuple(sorted(ys_read)), tuple(sorted(xs_read)),
+                           tuple(sorted(co_read)))
     return plan
 
 
@@ -211,20 +230,21 @@ def _scan_vjp(cts: list, ins: tuple, out: list, *, body: Trace, n_consts: int, n
     # Residual outputs (n_res) are ys like the others: an enclosing reverse mode that read
     # them (grad of grad) sends them cotangents.
     n_y = len(body.outputs) - n_carry
-    res_vars, ys_read, xs_read = residual_plan(body, n_consts, n_carry)
+    res_vars, ys_read, xs_read, co_read = residual_plan(body, n_consts, n_carry)
     consts, init, xs = _split(ins, n_consts, n_carry)
     in_avals = body.in_avals
     ct_carry, ct_ys = list(cts[:n_carry]), list(cts[n_carry:])
     if all(c is None for c in ct_carry + ct_ys):
         return (None,) * n_ins
     if not res_vars:  # none, or the forward pass stacked them (n_res)
-        ys_vals, res_vals = out[n_carry:], []
+        fin, ys_vals, res_vals = out[:n_carry], out[n_carry:], []
     else:  # run the forward scan again, keeping them
         full = Trace(body.in_vars, (), (), body.eqns, body.outputs + res_vars)
         outs = bind(scan_p, *ins, body=full, n_consts=n_consts, n_carry=n_carry,
                     length=length, reverse=reverse, unroll=unroll, n_res=n_res + len(res_vars),
                     name=name)
-        ys_vals, res_vals = outs[n_carry:n_carry + n_y], outs[n_carry + n_y:]
+        fin, ys_vals = outs[:n_carry], outs[n_carry:n_carry + n_y]
+        res_vals = outs[n_carry + n_y:]
     base = body
     fc = [i for i in range(n_carry) if is_float(in_avals[n_consts + i])]
     c_need = [i for i in range(n_consts) if needs[i] and is_float(in_avals[i])]
@@ -233,15 +253,18 @@ def _scan_vjp(cts: list, ins: tuple, out: list, *, body: Trace, n_consts: int, n
     y_ct = [j for j in range(n_y) if ct_ys[j] is not None]
     # the backward step sees the body's residuals as outputs of a checkpoint whose
     # residuals are all saved, and runs that checkpoint's registered VJP rule
-    seen = base.outputs + tuple(base.outputs[n_carry + j] for j in ys_read) + res_vars
-    step_trace = Trace(base.in_vars, (), (), base.eqns, seen)
-    n_saved = len(ys_read) + len(res_vars)
+    tail = (tuple(base.outputs[n_carry + j] for j in ys_read)
+            + tuple(base.outputs[i] for i in co_read) + res_vars)
+    step_trace = Trace(base.in_vars, (), (), base.eqns, base.outputs + tail)
+    n_saved = len(tail)
+    c_in = [id(base.in_vars[n_consts + i]) for i in co_read]
     v_needs = ([i in c_need for i in range(n_consts)] + [True] * n_carry
                + [j in x_need for j in range(len(xs))])
     n_r, n_yr, n_xr = len(res_vars), len(ys_read), len(xs_read)
 
     def step(carry: list, xt: list) -> tuple[list, list]:
-        acc, ct_c = carry[:len(c_need)], carry[len(c_need):]
+        acc, ct_c = carry[:len(c_need)], carry[len(c_need):len(c_need) + len(fc)]
+        prev = carry[len(c_need) + len(fc):]  # the carry outputs, passed back
         r_t, yr_t = xt[:n_r], xt[n_r:n_r + n_yr]
         xr_t, cy_t = xt[n_r + n_yr:n_r + n_yr + n_xr], xt[n_r + n_yr + n_xr:]
         x_vals: list = [None] * len(xs)
@@ -255,17 +278,20 @@ def _scan_vjp(cts: list, ins: tuple, out: list, *, body: Trace, n_consts: int, n
             y_cts[j] = c
         in_cts = checkpoint_p.vjp(
             c_cts + y_cts + [None] * n_saved, tuple(consts + [None] * n_carry + x_vals),
-            [None] * (n_carry + n_y) + list(yr_t) + list(r_t), trace=step_trace,
+            [None] * (n_carry + n_y) + list(yr_t) + list(prev) + list(r_t), trace=step_trace,
             n_res=n_saved, policy=None, prevent_cse=True, name=name, needs=v_needs)
         new_acc = [a if in_cts[i] is None else fnp.add(a, _fit(in_cts[i], in_avals[i]))
                    for a, i in zip(acc, c_need)]
         new_c = [_fit(in_cts[n_consts + i], in_avals[n_consts + i]) for i in fc]
         ct_x = [_fit(in_cts[n_consts + n_carry + j], in_avals[n_consts + n_carry + j])
                 for j in x_need]
-        return new_acc + new_c, ct_x
+        held = {id(v): x for v, x in zip(tail[:n_yr] + tail[n_yr + len(co_read):],
+                                         list(yr_t) + list(r_t))}
+        return new_acc + new_c + [held[k] for k in c_in], ct_x
 
     init_b = ([zeros_like(consts[i]) for i in c_need]
-              + [_fit(ct_carry[i], in_avals[n_consts + i], init[i]) for i in fc])
+              + [_fit(ct_carry[i], in_avals[n_consts + i], init[i]) for i in fc]
+              + [fin[i] for i in co_read])
     xs_b = (list(res_vals) + [ys_vals[j] for j in ys_read] + [xs[j] for j in xs_read]
             + [fnp.astype(ct_ys[j], body.out_avals[n_carry + j].dtype) for j in y_ct])
     carry_b, ys_b = scan_leaves(step, init_b, xs_b, length=length, reverse=not reverse,
