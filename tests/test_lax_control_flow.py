@@ -334,3 +334,18 @@ def test_map_and_associative_scan_match_jax():
     close(lax.associative_scan(comb_f, pair), jax.lax.associative_scan(comb_f, pair))
     close(fx.grad(lambda a: lax.associative_scan(comb_f, (a, pair[1]))[1].sum())(pair[0]),
           jax.grad(lambda a: jax.lax.associative_scan(comb_f, (a, pair[1]))[1].sum())(pair[0]))
+
+
+def test_jit_drops_unused_ys_from_the_scan_body():
+    def f(h, xs):
+        c, (a, b) = lax.scan(lambda c, x: (fnp.tanh(c + x), (fnp.sin(c), fnp.exp(c))), h, xs)
+        return c, a
+
+    jf = fx.jit(f)
+    h, xs = np.ones(3), RNG.normal(size=(5, 3))
+    close(jf(h, xs), f(h, xs))
+    # the planned trace's scan has lost the unused ys (and its body the exp)
+    from functx.transforms.interpret import prune
+    eqn = next(e for e in prune(fx.make_trace(f)(h, xs)).eqns if e.prim.name == "scan")
+    assert len(eqn.outputs) == 2 and len(eqn.params["body"].outputs) == 2
+    assert "exp" not in str(prune(eqn.params["body"]))  # what the body's executor runs

@@ -310,6 +310,24 @@ scan_p.def_vjp(_scan_vjp, save_inputs=True, save_output=True, selective=True)
 scan_p.none_cts = True  # zero cotangents (residual outputs, unused ys) come as None
 
 
+@scan_p.def_dce
+def _scan_dce(eqn: Any, used: Sequence[bool]) -> Any:
+    """Drop the ``ys`` nothing reads from the body (its executor then prunes what only they
+    needed). Carries stay: the next step reads them."""
+    p = eqn.params
+    n_carry, body = p["n_carry"], p["body"]
+    n_y = len(body.outputs) - n_carry
+    keep = [j for j in range(n_y) if used[n_carry + j]]
+    if len(keep) == n_y:
+        return None
+    first_res = n_y - p["n_res"]
+    new_body = Trace(body.in_vars, (), (), body.eqns, body.outputs[:n_carry]
+                     + tuple(body.outputs[n_carry + j] for j in keep))
+    params = dict(p, body=new_body, n_res=sum(1 for j in keep if j >= first_res))
+    return eqn._replace(params=params, outputs=eqn.outputs[:n_carry]
+                        + tuple(eqn.outputs[n_carry + j] for j in keep))
+
+
 # ----------------------------------------------------------------------------------------
 # JVP and batching
 
