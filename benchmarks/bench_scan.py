@@ -19,7 +19,7 @@ Measured, each case in a fresh process (glibc's malloc thresholds fixed so freed
 back to the system, as in bench_memory.py):
 
 * ``trace``: the first call's time minus the median step (functx: tracing and planning;
-  JAX: tracing and XLA compilation);
+  JAX: tracing and XLA compilation; "-" for the eager systems);
 * ``step``: the median of the timed calls;
 * ``peak``: the growth of the resident set over one gradient evaluation (VmHWM reset
   before it); for functx also the NumPy allocations' peak (tracemalloc, exact);
@@ -276,7 +276,9 @@ def main() -> None:
                   "| NumPy peak MiB | grad check |")
             print("|---|---:|---:|---:|---:|---:|---|")
             for s, r in rows:
-                trace = "-" if s == "torch" else f"{r['trace']:.3f}"
+                # (eager systems trace nothing ahead: the Python loop under grad retraces
+                # at every call, which is in its step time)
+                trace = "-" if s in ("torch", "functx-loop") else f"{r['trace']:.3f}"
                 err = ("reference" if s == "functx-scan" else
                        "-" if r["err"] is None else f"{r['err']:.1e}")
                 print(f"| {NAMES[s]} | {trace} | {r['step'] * 1e3:.1f} "
