@@ -17,7 +17,7 @@ import numpy as np
 from functx import tree
 from functx.backends import CPU, backend_of, device_of, device_put
 from functx.errors import FunctxError, GradError
-from functx.ir import AbstractArray, Trace, Var
+from functx.ir import AbstractArray, Trace
 from functx.primitives._batching import to_front
 from functx.tracing import INEXACT_DTYPES, Tracer, trace_function
 from functx.transforms.interpret import eval_trace
@@ -28,7 +28,7 @@ import functx.numpy as fnp
 
 __all__ = ["ControlFlowError", "ReverseModeError", "Closed", "trace_closed", "run_closed",
            "strong", "is_float", "as_leaf", "under_reverse_mode", "describe_tree",
-           "zeros_of", "batch_front"]
+           "zeros_of", "batch_front", "run_traced"]
 
 
 class ControlFlowError(FunctxError, TypeError):
@@ -159,8 +159,3 @@ def batch_front(x: Any, d: int | None, size: int, like: Any) -> Any:
         if dev is not None and device_of(out) != dev:
             out = device_put(out, dev)
     return out
-
-
-def var_ids(vs: Sequence[Any]) -> set:
-    """The ids of the variables among ``vs``."""
-    return {id(v) for v in vs if type(v) is Var}

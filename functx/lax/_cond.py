@@ -171,7 +171,7 @@ def _cond_batch(args: Sequence[Any], dims: Sequence[int | None], *, branches: tu
     return outs, [0] * n_out
 
 
-def _join(traced: list, n_ops: int) -> tuple[tuple, list]:
+def _join(traced: list) -> tuple[tuple, list]:
     """The branches as traces of every branch's constants and the operands, and the
     constants' values."""
     consts = [c for t in traced for c in t.consts]
@@ -194,7 +194,7 @@ def switch_leaves(index: Any, fns: Sequence[Callable], ops: Sequence[Any],
     avals = [strong(abstractify(o)) for o in ops]
     traced = [trace_closed(lambda a, box, fn=fn: list(fn(list(a))), (avals,),
                            f"switch({name})") for fn in fns]
-    branches, consts = _join(traced, len(ops))
+    branches, consts = _join(traced)
     return list(bind(cond_p, index, *consts, *ops, branches=branches, name=name))
 
 
@@ -238,7 +238,7 @@ def _switch(index: Any, branches: Sequence[Callable], operands: tuple, where: st
                 f"but branch 0 returns {describe_tree(a0, first.box[0])} and branch {k} "
                 f"returns {describe_tree(ak, t.box[0])}. Cast with .astype() or broadcast "
                 "so the branches agree.")
-    joined, consts = _join(traced, len(leaves))
+    joined, consts = _join(traced)
     out = bind(cond_p, index, *consts, *leaves, branches=joined, name=name)
     return tree.unflatten(first.box[0], out)
 

@@ -503,10 +503,10 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None,
     def step(c: Any, x: Any, box: list) -> list:
         out = body_f(c, x)
         if not isinstance(out, (tuple, list)) or len(out) != 2:
+            size = f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""
             raise ControlFlowError(
                 f"{where}: the body must return a pair (new carry, y), but it returned a "
-                f"{type(out).__name__}{f' of length {len(out)}' if isinstance(out, (tuple, list)) else ''}. "
-                "Return `carry, y` (y may be None).")
+                f"{type(out).__name__}{size}. Return `carry, y` (y may be None).")
         new_c, y = out
         c_leaves, c_tree = tree.flatten(new_c)
         if c_tree != init_tree:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from functx import tree
-from functx.ir import AbstractArray, Trace, abstractify
+from functx.ir import Trace, abstractify
 from functx.primitives._batching import batch_size, moveaxis, zeros_like
 from functx.registry import Primitive
 from functx.tracing import bind
