@@ -18,8 +18,10 @@ respect to ``(W, U, b)``:
 Measured, each case in a fresh process (glibc's malloc thresholds fixed so freed arrays go
 back to the system, as in bench_memory.py):
 
-* ``trace``: the first call's time minus the median step (functx: tracing and planning;
-  JAX: tracing and XLA compilation; "-" for the eager systems);
+* ``trace``: functx: ``make_trace`` of the gradient function (what ``jit`` traces on its
+  first call); JAX: ``jit(grad(loss)).lower(...).compile()`` (tracing and XLA
+  compilation); "-" for the eager systems (the Python loop under ``grad`` retraces at
+  every call, inside its step time);
 * ``step``: the median of the timed calls;
 * ``peak``: the growth of the resident set over one gradient evaluation (VmHWM reset
   before it); for functx also the NumPy allocations' peak (tracemalloc, exact);
@@ -81,7 +83,7 @@ def make_data(T: int, H: int, B: int, D: int, seed: int = 0) -> dict:
 # The systems: each returns (step function, gradient as NumPy arrays)
 
 
-def functx_system(system: str, d: dict) -> tuple[Callable, Callable]:
+def functx_system(system: str, d: dict) -> tuple[Callable, Callable, Callable | None]:
     import functx as fx
     import functx.numpy as fnp
     from functx import lax
@@ -105,15 +107,15 @@ def functx_system(system: str, d: dict) -> tuple[Callable, Callable]:
 
     params = (d["W"], d["U"], d["b"])
     if system == "functx-loop":
-        g = fx.grad(loss_loop)
-    elif system == "functx-loop-jit":
-        g = fx.jit(fx.grad(loss_loop))
+        g, trace = fx.grad(loss_loop), None
     else:
-        g = fx.jit(fx.grad(loss_scan))
-    return (lambda: g(params)), (lambda out: [np.asarray(x) for x in out])
+        raw = fx.grad(loss_loop if system == "functx-loop-jit" else loss_scan)
+        g = fx.jit(raw)
+        trace = lambda: fx.make_trace(raw)(params)  # noqa: E731 (what jit traces)
+    return (lambda: g(params)), (lambda out: [np.asarray(x) for x in out]), trace
 
 
-def torch_system(d: dict) -> tuple[Callable, Callable]:
+def torch_system(d: dict) -> tuple[Callable, Callable, None]:
     import torch
 
     torch.set_grad_enabled(True)
@@ -128,10 +130,10 @@ def torch_system(d: dict) -> tuple[Callable, Callable]:
             total = total + (h @ r).sum()
         return torch.autograd.grad(total / T, (W, U, b))
 
-    return step, lambda out: [x.numpy() for x in out]
+    return step, lambda out: [x.numpy() for x in out], None
 
 
-def jax_system(d: dict) -> tuple[Callable, Callable]:
+def jax_system(d: dict) -> tuple[Callable, Callable, Callable]:
     import jax
     import jax.numpy as jnp
 
@@ -150,7 +152,10 @@ def jax_system(d: dict) -> tuple[Callable, Callable]:
     def step():
         return jax.block_until_ready(g(params))
 
-    return step, lambda out: [np.asarray(x) for x in out]
+    def trace():  # tracing and XLA compilation
+        return jax.jit(jax.grad(loss)).lower(params).compile()
+
+    return step, lambda out: [np.asarray(x) for x in out], trace
 
 
 # ------------------------------------------------------------------------------------------
@@ -177,11 +182,16 @@ def rss_growth(fn: Callable[[], Any]) -> tuple[int, Any]:
 def run_case(system: str, T: int, H: int, B: int, D: int, repeats: int, ref: str) -> dict:
     d = make_data(T, H, B, D)
     if system.startswith("functx"):
-        step, to_np = functx_system(system, d)
+        step, to_np, trace = functx_system(system, d)
     elif system == "torch":
-        step, to_np = torch_system(d)
+        step, to_np, trace = torch_system(d)
     else:
-        step, to_np = jax_system(d)
+        step, to_np, trace = jax_system(d)
+    trace_s = None
+    if trace is not None:
+        t0 = time.perf_counter()
+        trace()
+        trace_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     out = step()
     first = time.perf_counter() - t0
@@ -207,7 +217,7 @@ def run_case(system: str, T: int, H: int, B: int, D: int, repeats: int, ref: str
     elif ref:
         np.savez(ref, **{f"g{i}": g for i, g in enumerate(grads)})
     step_s = statistics.median(times)
-    return {"first": first, "step": step_s, "trace": max(first - step_s, 0.0), "peak": peak,
+    return {"first": first, "step": step_s, "trace": trace_s, "peak": peak,
             "traced": traced, "err": err}
 
 
@@ -278,7 +288,7 @@ def main() -> None:
             for s, r in rows:
                 # (eager systems trace nothing ahead: the Python loop under grad retraces
                 # at every call, which is in its step time)
-                trace = "-" if s in ("torch", "functx-loop") else f"{r['trace']:.3f}"
+                trace = "-" if r["trace"] is None else f"{r['trace']:.3f}"
                 err = ("reference" if s == "functx-scan" else
                        "-" if r["err"] is None else f"{r['err']:.1e}")
                 print(f"| {NAMES[s]} | {trace} | {r['step'] * 1e3:.1f} "
