@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import weakref
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
@@ -126,20 +125,29 @@ class Executor:
 
 
 def executor(trace: Trace) -> Executor:
-    """The lean executor of ``trace`` (see :class:`Executor`); made once per trace object
-    (cached while the trace lives), so a loop body's plan is built once.
+    """The lean executor of ``trace`` (see :class:`Executor`), made once per trace object:
+    a loop body's plan is built once, not at every iteration. The most recently used
+    :data:`EXECUTORS_KEPT` are cached (an executor holds its trace, so the cache is
+    bounded rather than weak).
 
     Example:
         >>> run = executor(body_trace)
         >>> outs = run([c, x], CPU)
     """
-    ex = _EXECUTORS.get(trace)
-    if ex is None:
-        ex = _EXECUTORS[trace] = Executor(trace)
+    key = id(trace)
+    hit = _EXECUTORS.get(key)
+    if hit is not None and hit[0] is trace:
+        _EXECUTORS.move_to_end(key)
+        return hit[1]
+    ex = Executor(trace)
+    _EXECUTORS[key] = (trace, ex)  # (the trace is held, so its id is not reused)
+    while len(_EXECUTORS) > EXECUTORS_KEPT:
+        _EXECUTORS.popitem(last=False)
     return ex
 
 
-_EXECUTORS: "weakref.WeakKeyDictionary[Trace, Executor]" = weakref.WeakKeyDictionary()
+EXECUTORS_KEPT = 256
+_EXECUTORS: "OrderedDict[int, tuple[Trace, Executor]]" = OrderedDict()
 
 
 def _check_step(eqn: Any, results: list) -> None:
