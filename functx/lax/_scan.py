@@ -11,8 +11,8 @@ declared residuals, see ``functx.transforms.checkpoint.residual_vars``). When th
 bound under reverse mode's concrete builder (``grad``, ``vjp``), :func:`scan_leaves` adds
 exactly those to the body's outputs, as extra ``ys`` (the last ``n_res`` outputs), so the
 forward pass stacks them as it runs; values the backward pass can read elsewhere are not
-stacked again (the hoisted constants, the step's ``x``, and ``ys`` the body returns
-anyway). Elsewhere (eager calls, ``jit``, a scan traced inside ``checkpoint``) the scan has
+stacked again (the hoisted constants, the step's ``x``, ``ys`` the body returns
+anyway, and carry outputs: the next step's carry input is stacked instead). Elsewhere (eager calls, ``jit``, a scan traced inside ``checkpoint``) the scan has
 no residual outputs, and its VJP rule runs the forward scan once more to stack them.
 
 The rules:
