@@ -290,6 +290,11 @@ class Printer:
     def param(self, value: Any, indent: str) -> str:
         if isinstance(value, Trace):
             return self.m(None, "\n") + self.trace(value, indent + "    ")
+        if isinstance(value, (tuple, list)) and value and all(isinstance(t, Trace)
+                                                              for t in value):
+            # several sub-traces (switch's branches): each one nested, in a bracket
+            return (self.m(None, "(\n") + self.m(None, ",\n").join(
+                self.trace(t, indent + "    ") for t in value) + self.m(None, " )"))
         return self.m(None, param_text(value))
 
     def eqn(self, e: Eqn, indent: str) -> str:

@@ -71,3 +71,33 @@ def test_cnn_digits_trains_a_little_and_saves_its_plot(tmp_path):
     accuracy = re.search(r"final test accuracy ([0-9.]+), wall time", out)
     assert accuracy is not None and float(accuracy.group(1)) > 0.3, out  # chance is 0.1
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _losses(out: str) -> tuple[float, float]:
+    m = re.search(r"initial loss ([0-9.eE+-]+) final loss ([0-9.eE+-]+)", out)
+    assert m is not None, out
+    return float(m.group(1)), float(m.group(2))
+
+
+def test_rnn_language_model_trains_with_scan():
+    proc = run_example("rnn_language_model.py", "--steps", "60")
+    assert proc.returncode == 0, f"rnn_language_model.py failed:\n{proc.stdout}\n{proc.stderr}"
+    assert "scan[body=" in proc.stdout and "greedy sample:" in proc.stdout, proc.stdout
+    initial, final = _losses(proc.stdout)
+    assert initial > 2.5 and final < 0.5 * initial, proc.stdout  # ln(vocab) ~ 3.2 at start
+
+
+def test_rnn_language_model_checkpointed_scan_trains_alike():
+    proc = run_example("rnn_language_model.py", "--steps", "20", "--checkpoint", "sqrt")
+    assert proc.returncode == 0, proc.stderr
+    plain = run_example("rnn_language_model.py", "--steps", "20")
+    # the same gradients, so the same losses (up to float32 summation order)
+    a, b = _losses(proc.stdout), _losses(plain.stdout)
+    assert abs(a[1] - b[1]) < 1e-3 * max(1.0, b[1]), (proc.stdout, plain.stdout)
+
+
+def test_neural_ode_fits_the_spiral():
+    proc = run_example("neural_ode.py", "--steps", "120")
+    assert proc.returncode == 0, f"neural_ode.py failed:\n{proc.stdout}\n{proc.stderr}"
+    initial, final = _losses(proc.stdout)
+    assert final < 0.02 * initial, proc.stdout

@@ -95,7 +95,7 @@ class Primitive:
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
-                 "batch", "cache_abstract_eval", "has_effects",
+                 "batch", "dce", "cache_abstract_eval", "has_effects",
                  "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -119,6 +119,9 @@ class Primitive:
         self.none_cts = False
         self.jvp: Callable | None = None
         self.batch: Callable | None = None
+        # optional, for primitives with several outputs: drop the outputs nothing reads
+        # (a higher-order primitive prunes its sub-trace); see def_dce
+        self.dce: Callable | None = None
         # Shape rules are memoised on (input types, params). A higher-order primitive whose
         # params are fresh objects at every call (a sub-trace, a closure) turns this off:
         # its entries would never hit again, and would keep their traces' constants alive.
@@ -218,6 +221,17 @@ class Primitive:
         """Register the batching rule ``fn(args, dims, **params) -> (out, out_dim)`` (see the
         module docstring); returns ``fn`` so it can be used as a decorator."""
         self.batch = fn
+        return fn
+
+    def def_dce(self, fn: Callable) -> Callable:
+        """Register the dead-code rule ``fn(eqn, used) -> Eqn | None`` of a primitive with
+        several results: ``used[i]`` says whether anything reads output ``i`` (some do,
+        some do not); it returns an equation of this primitive computing only (at least)
+        the used outputs, with the same output variables for them, or None to keep
+        ``eqn``. Dead-code elimination (``functx.transforms.interpret.prune``, which
+        ``jit`` and ``vmap`` run) asks it; ``scan`` uses it to drop unused ``ys`` from its
+        body. Returns ``fn``, so it can be used as a decorator."""
+        self.dce = fn
         return fn
 
     def saved_input_indices(self, n_inputs: int) -> tuple[int, ...] | range:

@@ -69,7 +69,7 @@ from functx.primitives.checkpoint import name_p
 from functx.registry import Primitive
 from functx.tracing import INEXACT_DTYPES, bind, trace_function, user_source
 from functx.transforms._args import check_callable
-from functx.transforms.interpret import eval_trace, walk
+from functx.transforms.interpret import eval_trace, walk, trace_has_effects
 from functx.transforms.jvp import jvp
 from functx.transforms.reverse import ConcreteTraceBuilder, backward_pass, vjp_record
 from functx.transforms.vmap import vmap
@@ -185,6 +185,7 @@ def saved_vars(trace: Trace, policy: Callable) -> tuple:
 
 checkpoint_p = Primitive("checkpoint", multiple_results=True)
 checkpoint_p.cache_abstract_eval = False  # params hold a fresh sub-trace per call
+checkpoint_p.has_effects = lambda params: trace_has_effects(params["trace"])  # debug prints
 
 
 @checkpoint_p.def_abstract_eval

@@ -68,7 +68,9 @@ def prune(trace: Trace) -> Trace:
     reads (dead code: e.g. the loss value inside a traced ``grad``). Primitives are pure,
     so removing them changes nothing else, except those that declare effects
     (``prim.has_effects``: ``functx.debug.print``), which are always kept. Inputs and
-    constants are kept as they are."""
+    constants are kept as they are. A primitive with several results some of which nothing
+    reads is asked to drop those (its ``dce`` rule: ``scan`` drops unused ``ys`` from its
+    body)."""
     return prune_with_last_uses(trace)[0]
 
 
@@ -78,11 +80,17 @@ def prune_with_last_uses(trace: Trace) -> tuple[Trace, list[tuple[Var, ...]]]:
     seen = {id(v) for v in trace.outputs if type(v) is Var}  # read by a later kept eqn
     kept: list = []
     out: list[tuple[Var, ...]] = []
+    changed = False
     for e in reversed(trace.eqns):
         dying = [v for v in e.outputs if id(v) not in seen]
         if len(dying) == len(e.outputs) and (e.prim.has_effects is False
                                              or not has_effects(e)):
             continue  # dead code: nothing reads any of its results
+        if dying and e.prim.dce is not None:  # some results unread: the primitive's rule
+            pruned = e.prim.dce(e, [id(v) in seen for v in e.outputs])
+            if pruned is not None:
+                e, changed = pruned, True
+                dying = [v for v in e.outputs if id(v) not in seen]
         seen.update(id(v) for v in dying)
         for a in e.inputs:
             if type(a) is Var and id(a) not in seen:
@@ -92,7 +100,7 @@ def prune_with_last_uses(trace: Trace) -> tuple[Trace, list[tuple[Var, ...]]]:
         out.append(tuple(dying))
     kept.reverse()
     out.reverse()
-    if len(kept) != len(trace.eqns):
+    if changed or len(kept) != len(trace.eqns):
         trace = Trace(trace.in_vars, trace.const_vars, trace.const_values, tuple(kept),
                       trace.outputs)
     return trace, out

@@ -43,7 +43,7 @@ from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_const
 from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
 from functx.transforms.interpret import eval_trace, prune_with_last_uses, walk
 
-__all__ = ["jit", "CACHE_SIZE"]
+__all__ = ["jit", "CACHE_SIZE", "Executor", "executor"]
 
 # The most signatures (traces) one jitted function keeps; the least recently used one is
 # evicted beyond it. Read at every new signature, so changing it affects existing jitted
@@ -103,6 +103,51 @@ class _Compiled:
                 env[k] = None
         outs = [env[k] for k in out_slots]
         return [finalize_cpu(o, inputs) for o in outs] if on_cpu else outs
+
+
+class Executor:
+    """A trace with no constants of enclosing transforms, run by jit's lean replay loop.
+
+    Higher-order primitives (``functx.lax``'s loops) run their bodies with it: the plan of
+    the body (slots, steps, liveness) is made once per backend and replayed at every
+    iteration, without ``bind`` or the interpreters' per-equation dictionaries.
+    """
+
+    __slots__ = ("_compiled",)
+
+    def __init__(self, trace: Trace) -> None:
+        self._compiled = _Compiled(trace, None)
+
+    def __call__(self, inputs: list, backend: Any) -> list:
+        """The outputs of the trace on concrete ``inputs`` (one per input variable) that
+        all live on ``backend``."""
+        return self._compiled.run(inputs, backend)
+
+
+def executor(trace: Trace) -> Executor:
+    """The lean executor of ``trace`` (see :class:`Executor`), made once per trace object:
+    a loop body's plan is built once, not at every iteration. The most recently used
+    :data:`EXECUTORS_KEPT` are cached (an executor holds its trace, so the cache is
+    bounded rather than weak).
+
+    Example:
+        >>> run = executor(body_trace)
+        >>> outs = run([c, x], CPU)
+    """
+    key = id(trace)
+    hit = _EXECUTORS.get(key)
+    if hit is not None and hit[0] is trace:
+        _EXECUTORS.move_to_end(key)
+        return hit[1]
+    ex = Executor(trace)
+    _EXECUTORS[key] = (trace, ex)  # (the trace is held, so its id is not reused)
+    while len(_EXECUTORS) > EXECUTORS_KEPT:
+        _EXECUTORS.popitem(last=False)
+    return ex
+
+
+EXECUTORS_KEPT = 256
+_EXECUTORS: "OrderedDict[int, tuple[Trace, Executor]]" = OrderedDict()
 
 
 def _check_step(eqn: Any, results: list) -> None:

@@ -31,6 +31,9 @@ class PrimSpec:
         fd_eps: step of the central finite differences; fd_rtol/fd_atol their tolerances.
         smooth: infinitely differentiable on its domain (used by higher-order checks).
         label: distinguishes several specs of one primitive in test ids.
+        reverse: reverse mode applies. False for a primitive that is differentiable in
+            forward mode only (``while``, whose VJP rule raises): the harness checks its
+            JVP on ``diff_argnums`` and leaves out every VJP check.
     """
 
     name: str
@@ -45,6 +48,7 @@ class PrimSpec:
     fd_atol: float = 1e-6
     smooth: bool = True
     label: str = ""
+    reverse: bool = True
 
     @property
     def id(self) -> str:
