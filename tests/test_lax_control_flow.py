@@ -363,7 +363,7 @@ def test_debug_print_inside_loops_survives_dead_code_elimination(capsys) -> None
             return c + xi, None
         lax.scan(body, 0.0, x)
         lax.while_loop(lambda c: c < 1.0, lambda c: (fx.debug.print("while {c}", c=c), c + 1.0)[1],
-                       0.0)
+                       x[0])
         lax.cond(x[0] > -1.0, lambda: fx.debug.print("cond taken"), lambda: None)
         return fnp.sum(x)
 
