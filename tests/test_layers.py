@@ -5,7 +5,7 @@ Layers, lowest first (docs/design.md, section 2)::
     0  functx.errors, functx.tree (a package: _core, _keys, _tools)
     1  functx.ir, functx._ir_render (HTML and Graphviz pictures of traces)
     2  functx.backends
-    3  functx.tracing, functx.registry
+    3  functx.tracing, functx.registry, functx.named_axes
     4  functx.primitives
     5  functx.transforms, functx.checkpoint_policies
     6  functx.numpy
@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "functx.backends": 2,
     "functx.tracing": 3,
     "functx.registry": 3,
+    "functx.named_axes": 3,
     "functx.registry.__main__": 8,  # `python -m functx.registry`: a program, imported by nobody
     "functx.primitives": 4,
     "functx.transforms": 5,

@@ -24,6 +24,10 @@ from functx.lax._ops import (
     stop_gradient, sub, tan, tanh, transpose)
 from functx.lax._windows import conv_general_dilated, reduce_window
 
+# -- collectives over named axes (_parallel) --
+from functx.lax._parallel import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,
+                                  pmin, ppermute, psum, psum_scatter)
+
 __all__: list[str] = [
     # lax-level array operations and host callbacks
     "dynamic_slice", "dynamic_update_slice", "dynamic_index_in_dim", "dynamic_slice_in_dim",
@@ -39,4 +43,7 @@ __all__: list[str] = [
     "index_in_dim", "pad", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
     "argmax", "argmin", "cumsum", "iota", "full", "full_like", "conv_general_dilated",
     "reduce_window", "pure_callback",
+    # collectives over named axes
+    "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute",
+    "axis_index", "axis_size",
 ]
