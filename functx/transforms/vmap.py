@@ -24,7 +24,7 @@ import warnings
 from typing import Any, Callable, Hashable, Sequence
 
 from functx import named_axes, tracing, tree
-from functx.backends import owned_read_only
+from functx.backends import inputs_device_scope, owned_read_only
 from functx.errors import FunctxError, VmapError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
@@ -146,7 +146,9 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
         trace, out_tree, _ = trace_function(f_in_frame, args, kwargs, fname, flat=flat,
                                             in_avals=avals, device_scope=True)
         trace, dying = prune_with_last_uses(trace)
-        outs, out_dims = batch_trace(trace, leaves, dims, size, dying=dying)
+        # (constants a batching rule makes, such as axis_index's, go to the inputs' device)
+        with inputs_device_scope(leaves):
+            outs, out_dims = batch_trace(trace, leaves, dims, size, dying=dying)
     out_struct = tree.unflatten(out_tree, list(range(len(outs))))
     try:
         o_axes = tree.broadcast_prefix(out_axes, out_struct, is_leaf=_is_none)
@@ -264,6 +266,17 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
     return [x for x, _ in pairs], [d for _, d in pairs]
 
 
+def running_axis_name() -> Hashable | None:
+    """The axis name of the innermost running map (None if anonymous or outside any).
+
+    A higher-order primitive's batching rule that maps its sub-trace with ``vmap`` again
+    (checkpoint's, custom_vjp's) passes it as ``axis_name``, so that collectives inside the
+    sub-trace are carried out over the same axis.
+    """
+    frame = named_axes.innermost()
+    return None if frame is None else frame.name
+
+
 def _unbatched_literal(a: Literal) -> tuple:
     return a.value, None
 
@@ -328,4 +341,4 @@ def _take(x: Any, d: int, b: int) -> Any:
     return _shape.squeeze(_shape.slice(x, tuple(start), tuple(limit), (1,) * len(shape)), (d,))
 
 
-__all__ = ["vmap", "batch_trace", "VmapError"]
+__all__ = ["vmap", "batch_trace", "running_axis_name", "VmapError"]
