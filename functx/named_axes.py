@@ -188,6 +188,30 @@ def is_collective(prim: Any) -> bool:
     return prim in _COLLECTIVES
 
 
+# Cross-device implementations, for maps whose members are devices (pmap): prim -> backend
+# name -> fn(values, device_ids, **params) -> one output per device. ``values`` holds each
+# device's operands (a list per operand), in the order of the mapped axis.
+_SPMD: dict = {}
+
+
+def register_spmd_impl(prim: Any, backend: str, fn: Any) -> None:
+    """Register how ``prim`` combines the values of several devices of ``backend``."""
+    _SPMD.setdefault(prim, {})[backend] = fn
+
+
+def spmd_impl(prim: Any, backend: str) -> Any:
+    """The cross-device implementation of ``prim`` on ``backend``.
+
+    Raises:
+        AxisNameError: there is none.
+    """
+    fn = _SPMD.get(prim, {}).get(backend)
+    if fn is None:
+        raise AxisNameError(f"{getattr(prim, 'name', prim)} has no implementation across "
+                            f"several {backend} devices, so it cannot run inside pmap there.")
+    return fn
+
+
 __all__ = ["AxisFrame", "AxisNameError", "axis_frame", "reentered", "innermost",
            "bound_names", "find", "find_innermost", "unbound_error", "axis_size", "normalize_names",
-           "register_collective", "is_collective"]
+           "register_collective", "is_collective", "register_spmd_impl", "spmd_impl"]

@@ -48,6 +48,7 @@ from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import linear_jvp, moveaxis, to_front
 from functx.primitives._util import shape_of
+from functx.primitives.cuda import collectives as _cuda
 from functx.registry import Primitive
 from functx.tracing import Tracer, bind
 
@@ -395,3 +396,77 @@ axis_index_p.def_batch(_collective_batch(axis_index_p, _axis_index_matched))
 def axis_index(axis_name: Any) -> Any:
     """This member's index along the named axis (an int32 scalar)."""
     return bind_collective(axis_index_p, axis_name=(axis_name,))
+
+
+# ----------------------------------------------------------------------------------------
+# Across devices (pmap): each device holds one member's operand. The host implementations
+# serve the CPU (and fake CPU devices); CUDA's call NCCL (functx/primitives/cuda/collectives.py).
+
+
+def _host_psum(xs: list, ids: list, *, axis_name: tuple) -> list:
+    total = xs[0]
+    for x in xs[1:]:
+        total = total + x
+    return [total] * len(xs)
+
+
+def _host_extremum(fn: Callable) -> Callable:
+    def impl(xs: list, ids: list, *, axis_name: tuple) -> list:
+        out = xs[0]
+        for x in xs[1:]:
+            out = fn(out, x)
+        return [out] * len(xs)
+    return impl
+
+
+def _host_all_gather(xs: list, ids: list, *, axis_name: tuple, axis: int, tiled: bool,
+                     axis_size: int) -> list:
+    out = np.concatenate(xs, axis=axis) if tiled else np.stack(xs, axis=axis)
+    return [out] * len(xs)
+
+
+def _host_psum_scatter(xs: list, ids: list, *, axis_name: tuple, scatter_dimension: int,
+                       tiled: bool, axis_size: int) -> list:
+    total = _host_psum(xs, ids, axis_name=axis_name)[0]
+    blocks = np.split(total, axis_size, axis=scatter_dimension)
+    return [b if tiled else np.squeeze(b, scatter_dimension) for b in blocks]
+
+
+def _host_all_to_all(xs: list, ids: list, *, axis_name: tuple, split_axis: int,
+                     concat_axis: int, tiled: bool, axis_size: int) -> list:
+    n = axis_size
+    blocks = [np.split(x, n, axis=split_axis) for x in xs]  # blocks[j][i]: j sends i
+    outs = []
+    for i in range(n):
+        got = [blocks[j][i] if tiled else np.squeeze(blocks[j][i], split_axis)
+               for j in range(n)]
+        outs.append(np.concatenate(got, axis=concat_axis) if tiled
+                    else np.stack(got, axis=concat_axis))
+    return outs
+
+
+def _host_ppermute(xs: list, ids: list, *, axis_name: tuple, perm: tuple) -> list:
+    source = {dst: src for src, dst in perm}
+    return [xs[source[d]] if d in source else np.zeros_like(xs[d]) for d in range(len(xs))]
+
+
+def _host_axis_index(xs: list, ids: list, *, axis_name: tuple) -> list:
+    return [np.asarray(i, np.int32) for i in range(len(xs))]
+
+
+def _register_spmd() -> None:
+    host = {psum_p: _host_psum, pmax_p: _host_extremum(np.maximum),
+            pmin_p: _host_extremum(np.minimum), all_gather_p: _host_all_gather,
+            psum_scatter_p: _host_psum_scatter, all_to_all_p: _host_all_to_all,
+            ppermute_p: _host_ppermute, axis_index_p: _host_axis_index}
+    cuda = {psum_p: _cuda.psum, pmax_p: _cuda.pmax, pmin_p: _cuda.pmin,
+            all_gather_p: _cuda.all_gather, psum_scatter_p: _cuda.psum_scatter,
+            all_to_all_p: _cuda.all_to_all, ppermute_p: _cuda.ppermute,
+            axis_index_p: _cuda.axis_index}
+    for prim, fn in host.items():
+        named_axes.register_spmd_impl(prim, "cpu", fn)
+    for prim, fn in cuda.items():
+        named_axes.register_spmd_impl(prim, "cuda", fn)
+
+
+_register_spmd()
