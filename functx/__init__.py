@@ -7,7 +7,8 @@ Example:
 """
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
 from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
-from functx import checkpoint_policies, debug, flatten_util, lax, nn, optim, random, scipy, tree
+from functx import (checkpoint_policies, debug, distributed, flatten_util, lax, nn, optim, random,
+                    scipy, tree)
 # functx.backends is the module and is callable: fx.backends() lists the backends (see the
 # end of functx/backends/__init__.py).
 from functx import backends
@@ -80,7 +81,7 @@ __all__ = [
     # saving and loading pytrees
     "save", "load",
     # modules
-    "nn", "optim", "random", "tree", "flatten_util", "lax", "scipy",
+    "nn", "optim", "random", "tree", "flatten_util", "lax", "scipy", "distributed",
     # errors
     "FunctxError", "ShapeError", "DTypeError", "ConcretizationError", "TracerLeakError",
     "MissingRuleError", "DeviceError", "GradError", "VmapError", "ArgumentError",

@@ -10,7 +10,7 @@ Layers, lowest first (docs/design.md, section 2)::
     5  functx.transforms, functx.checkpoint_policies
     6  functx.numpy
     7  functx.lax, functx.scipy, functx.nn, functx.random, functx.optim, functx.test_util,
-       functx.serialization, functx.flatten_util
+       functx.serialization, functx.flatten_util, functx.distributed
     8  functx (the curated top, ``functx/__init__.py``) and program entry points
        (``python -m functx.registry``), which nothing in the library imports
 
@@ -58,6 +58,7 @@ LAYERS: dict[str, int] = {
     "functx.test_util": 7,
     "functx.serialization": 7,
     "functx.flatten_util": 7,
+    "functx.distributed": 7,
     "functx": 8,
 }
 
