@@ -100,3 +100,19 @@ def test_cpu_devices_environment_variable():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120, check=True).stdout
     assert out.strip() == "[cpu:0, cpu:1, cpu:2]"
+
+
+@pytest.mark.parametrize("mode", ["dp", "fsdp"])
+def test_data_parallel_example_same_losses_on_1_2_4_devices(mode):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, FUNCTX_DISABLE_CUDA="1")
+    out = subprocess.run([sys.executable, os.path.join(root, "examples", "data_parallel.py"),
+                          "--mode", mode, "--steps", "3"], env=env, capture_output=True,
+                         text=True, timeout=300, cwd=root)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = [ln for ln in out.stdout.splitlines() if "losses" in ln]
+    assert len(lines) == 3
+    runs = [np.array([float(v) for v in ln.split("losses")[1].split()]) for ln in lines]
+    for r in runs[1:]:
+        np.testing.assert_allclose(r, runs[0], rtol=1e-12)
+    assert np.all(np.isfinite(runs[0])) and runs[0][0] > 0
