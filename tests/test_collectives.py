@@ -245,3 +245,26 @@ def test_argument_errors():
         fx.vmap(lambda v: fx.lax.all_gather(v, "i", axis=3), axis_name="i")(x)
     with pytest.raises(fx.ArgumentError, match="axis_index_groups"):
         fx.vmap(lambda v: fx.lax.psum(v, "i", axis_index_groups=[[0, 1]]), axis_name="i")(x)
+
+
+def test_collectives_in_a_custom_vjp_inside_the_map():
+    @fx.custom_vjp
+    def f(v):
+        return fx.lax.psum(v, "i") * v
+
+    def fwd(v):
+        s = fx.lax.psum(v, "i")
+        return s * v, (v, s)
+
+    def bwd(res, ct):  # d/dv_j sum_i ct_i s v_i = ct_j s + psum(ct v)
+        v, s = res
+        return (ct * s + fx.lax.psum(ct * v, "i"),)
+
+    f.defvjp(fwd, bwd)
+    x = RNG.normal(size=(N, 3))
+    plain = lambda v: fx.lax.psum(v, "i") * v  # noqa: E731
+    np.testing.assert_allclose(fx.vmap(f, axis_name="i")(x), fx.vmap(plain, axis_name="i")(x))
+    u = RNG.normal(size=x.shape)
+    got = fx.grad(lambda xs: fnp.sum(fx.vmap(f, axis_name="i")(xs) * u))(x)
+    want = fx.grad(lambda xs: fnp.sum(fx.vmap(plain, axis_name="i")(xs) * u))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
