@@ -111,3 +111,14 @@ def test_single_process_group_and_missing_environment(monkeypatch):
     with pytest.raises(DistributedError, match="initialize"):
         fx.distributed.rank()
     assert g.backend == "tcp"
+
+
+def test_the_smoke_example_on_two_processes():
+    env = dict(os.environ, PYTHONPATH=ROOT, FUNCTX_DISABLE_CUDA="1")
+    out = subprocess.run([sys.executable, "-m", "functx.distributed.launch", "--nproc-per-node",
+                          "2", "--master-port", str(free_port()),
+                          os.path.join(ROOT, "examples", "distributed_smoke.py")],
+                         env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[rank 0] ok rank 0 of 2 on tcp" in out.stdout
+    assert "[rank 1] ok rank 1 of 2 on tcp" in out.stdout
