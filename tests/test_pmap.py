@@ -116,3 +116,31 @@ def test_data_parallel_example_same_losses_on_1_2_4_devices(mode):
     for r in runs[1:]:
         np.testing.assert_allclose(r, runs[0], rtol=1e-12)
     assert np.all(np.isfinite(runs[0])) and runs[0][0] > 0
+
+
+def test_checkpoint_and_custom_vjp_bodies_with_collectives_inside_pmap():
+    x = RNG.normal(size=(3, 4))
+    body = lambda v: fnp.sin(fx.lax.psum(v, "d")) * v  # noqa: E731
+    f = fx.checkpoint(body)
+    got = fx.pmap(fx.grad(lambda v: fnp.sum(f(v))), axis_name="d")(x)
+    want = fx.grad(lambda xs: fnp.sum(fx.vmap(body, axis_name="d")(xs)))(x)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
+    jitted = fx.pmap(fx.jit(lambda v: fx.lax.pmean(v, "d")), axis_name="d")(x)
+    np.testing.assert_allclose(np.asarray(jitted), np.broadcast_to(x.mean(0), x.shape))
+
+
+def test_a_failing_member_stops_the_others():
+    def f(v):
+        s = fx.lax.psum(v, "d")
+        return fx.pure_callback(_fail_on_member_1, s, s) + fx.lax.psum(s, "d")
+
+    with pytest.raises(Exception, match="member 1 fails on purpose"):
+        fx.pmap(f, axis_name="d")(np.arange(3.0))
+
+
+def _fail_on_member_1(s):
+    import threading
+
+    if threading.current_thread().name == "pmap member 1":
+        raise RuntimeError("member 1 fails on purpose")
+    return s

@@ -31,8 +31,12 @@ axis the running ``vmap`` maps. If it is the collective's own axis, the rule car
 collective out along the batch dimension with ordinary primitives (a sum, a transpose, a
 gather); otherwise the collective passes through to the enclosing map that names it.
 
-**Outside any map** there are no members: the implementation raises
-:class:`~functx.named_axes.AxisNameError` ("unbound axis name").
+**Implementation.** Inside ``pmap`` each device's member runs in its own thread with an
+``spmd`` frame; the implementation hands the operand to the frame, which waits for every
+member and runs the cross-device implementation (``named_axes.spmd_impl``: NumPy on the
+CPU, NCCL on CUDA, registered at the end of this module). Outside any map there are no
+members: the implementation raises :class:`~functx.named_axes.AxisNameError` ("unbound
+axis name").
 """
 from __future__ import annotations
 
@@ -72,9 +76,22 @@ def bind_collective(prim: Primitive, *args: Any, **params: Any) -> Any:
     return bind(prim, *args, **params)
 
 
-def _unbound_impl(prim_name: str) -> Callable:
+def _member_impl(prim: Primitive) -> Callable:
+    """The implementation: a member of a map whose members are devices (``pmap`` runs one
+    thread per device, with an ``spmd`` frame) meets the other members there; anywhere
+    else the axis has no members (AxisNameError: unbound axis name)."""
     def impl(xp: Any, *args: Any, axis_name: tuple, **params: Any) -> Any:
-        raise named_axes.unbound_error(prim_name, axis_name[0])
+        frame = named_axes.find_innermost(axis_name)
+        if frame is None or frame.spmd is None:
+            raise named_axes.unbound_error(prim.name, axis_name[0])
+        if axis_name != (frame.name,):
+            other = [a for a in axis_name if a != frame.name]
+            raise named_axes.AxisNameError(
+                f"{prim.name} over {axis_name!r} inside pmap over axis {frame.name!r}: the "
+                f"axes {other} belong to no map inside the pmap (collectives over a vmap "
+                "outside pmap are not supported).")
+        return frame.spmd.collective(prim, args[0] if args else None,
+                                     dict(params, axis_name=axis_name))
     return impl
 
 
@@ -138,7 +155,7 @@ def _psum_matched(x: Any, n: int, rest: tuple, *, axis_name: tuple) -> tuple:
 
 psum_p = named_axes.register_collective(Primitive("psum"))
 psum_p.def_abstract_eval(_same_aval)
-psum_p.def_impl(_unbound_impl("psum"))
+psum_p.def_impl(_member_impl(psum_p))
 psum_p.def_vjp(lambda ct, ins, out, *, axis_name: (psum(ct, axis_name),))
 psum_p.def_jvp(linear_jvp(psum_p))
 psum_p.def_batch(_collective_batch(psum_p, _psum_matched))
@@ -173,7 +190,7 @@ def _extremum(name: str, reduce: Callable) -> Primitive:
         return _ew.div(psum(_ew.mul(t, hit), axis_name), psum(hit, axis_name))
 
     prim.def_abstract_eval(_same_aval)
-    prim.def_impl(_unbound_impl(name))
+    prim.def_impl(_member_impl(prim))
     prim.def_vjp(vjp, save_inputs=(0,), save_output=True)
     prim.def_jvp(jvp)
     prim.def_batch(_collective_batch(prim, matched))
@@ -222,7 +239,7 @@ def _all_gather_matched(x: Any, n: int, rest: tuple, *, axis_name: tuple, axis: 
 
 all_gather_p = named_axes.register_collective(Primitive("all_gather"))
 all_gather_p.def_abstract_eval(_all_gather_aval)
-all_gather_p.def_impl(_unbound_impl("all_gather"))
+all_gather_p.def_impl(_member_impl(all_gather_p))
 all_gather_p.def_vjp(lambda ct, ins, out, *, axis_name, axis, tiled, axis_size: (
     psum_scatter(ct, axis_name, scatter_dimension=axis, tiled=tiled, axis_size=axis_size),))
 all_gather_p.def_jvp(linear_jvp(all_gather_p))
@@ -266,7 +283,7 @@ def _psum_scatter_matched(x: Any, n: int, rest: tuple, *, axis_name: tuple,
 
 psum_scatter_p = named_axes.register_collective(Primitive("psum_scatter"))
 psum_scatter_p.def_abstract_eval(_psum_scatter_aval)
-psum_scatter_p.def_impl(_unbound_impl("psum_scatter"))
+psum_scatter_p.def_impl(_member_impl(psum_scatter_p))
 psum_scatter_p.def_vjp(lambda ct, ins, out, *, axis_name, scatter_dimension, tiled, axis_size: (
     all_gather(ct, axis_name, axis=scatter_dimension, tiled=tiled, axis_size=axis_size),))
 psum_scatter_p.def_jvp(linear_jvp(psum_scatter_p))
@@ -325,7 +342,7 @@ def _all_to_all_matched(x: Any, n: int, rest: tuple, *, axis_name: tuple, split_
 
 all_to_all_p = named_axes.register_collective(Primitive("all_to_all"))
 all_to_all_p.def_abstract_eval(_all_to_all_aval)
-all_to_all_p.def_impl(_unbound_impl("all_to_all"))
+all_to_all_p.def_impl(_member_impl(all_to_all_p))
 all_to_all_p.def_vjp(lambda ct, ins, out, *, axis_name, split_axis, concat_axis, tiled,
                      axis_size: (all_to_all(ct, axis_name, split_axis=concat_axis,
                                             concat_axis=split_axis, tiled=tiled,
@@ -366,7 +383,7 @@ def _ppermute_matched(x: Any, n: int, rest: tuple, *, axis_name: tuple,
 
 ppermute_p = named_axes.register_collective(Primitive("ppermute"))
 ppermute_p.def_abstract_eval(_same_aval)
-ppermute_p.def_impl(_unbound_impl("ppermute"))
+ppermute_p.def_impl(_member_impl(ppermute_p))
 ppermute_p.def_vjp(lambda ct, ins, out, *, axis_name, perm: (
     ppermute(ct, axis_name, tuple((dst, src) for src, dst in perm)),))
 ppermute_p.def_jvp(linear_jvp(ppermute_p))
@@ -387,7 +404,7 @@ def _axis_index_matched(n: int, rest: tuple, *, axis_name: tuple) -> tuple:
 
 axis_index_p = named_axes.register_collective(Primitive("axis_index"))
 axis_index_p.def_abstract_eval(lambda *, axis_name: AbstractArray((), np.dtype(np.int32)))
-axis_index_p.def_impl(_unbound_impl("axis_index"))
+axis_index_p.def_impl(_member_impl(axis_index_p))
 axis_index_p.def_zero_vjp()
 axis_index_p.def_jvp(lambda tangents, primals, out, *, axis_name: None)
 axis_index_p.def_batch(_collective_batch(axis_index_p, _axis_index_matched))

@@ -2,11 +2,15 @@
 
 ``pmap(f, axis_name="batch")(xs)`` runs ``f`` on every device with that device's slice of
 ``xs`` (``xs[k]`` on device ``k``), as ``jax.pmap`` does: ``f`` is traced once (per
-argument signature) with the axis name in scope, and the trace is run in lockstep on the
-devices. Ordinary equations run on each device in turn (on CUDA, kernel launches are
-asynchronous, so the devices compute concurrently); a collective equation
-(``functx.lax.psum``, ``all_gather``...) is one cross-device operation: NCCL on CUDA
-(``functx/primitives/cuda/collectives.py``), NumPy on the CPU.
+argument signature) with the axis name in scope, and the trace is evaluated by one thread
+per device (device 0's in the calling thread), each with that device current and an
+``spmd`` axis frame. A collective (``functx.lax.psum``, ``all_gather``...) is where the
+members meet: each deposits its operand, the last to arrive runs the cross-device
+implementation for all (NCCL on CUDA, functx/primitives/cuda/collectives.py; NumPy on the
+CPU), and each takes its result. Because every member evaluates its trace eagerly, any
+primitive works inside, including higher-order ones whose bodies call collectives
+(``checkpoint``, ``custom_vjp``). If a member fails, the others stop at their next
+collective and the error is raised in the caller.
 
 Why ``pmap`` and not ``shard_map``: a 1-d device axis and a per-device program is the
 whole of data parallelism and FSDP, and its semantics are exactly ``vmap(axis_name=)``'s
@@ -28,24 +32,23 @@ test suite runs the multi-device code paths without GPUs.
 same numbers, on one device. Take gradients inside ``pmap`` for multi-device training (as
 with ``jax.pmap``).
 
-Not yet: collectives inside a higher-order primitive inside ``pmap`` (``checkpoint``,
-``custom_vjp`` functions whose body calls a collective): their sub-traces run per device,
-where a collective has no members (an ``AxisNameError`` says so). Collectives over an axis
-of a ``vmap`` *outside* the ``pmap`` are not supported either.
+Not supported: collectives over an axis of a ``vmap`` *outside* the ``pmap``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
 from functx import named_axes, tracing, tree
-from functx.backends import (Device, as_device, device_put, devices as _all_devices,
-                             get_backend, owned_read_only, to_numpy)
-from functx.errors import ArgumentError, DeviceError
+from functx.backends import (Device, as_device, default_device, device_of, device_put,
+                             devices as _all_devices, owned_read_only, to_numpy)
+from functx.errors import ArgumentError, DeviceError, FunctxError
 from functx.ir import abstractify
-from functx.tracing import Tracer, bind, trace_function
+from functx.tracing import Tracer, trace_function
 from functx.transforms._args import check_callable
 from functx.transforms.interpret import prune_with_last_uses, walk
 from functx.transforms.vmap import vmap
@@ -249,36 +252,107 @@ def _trace(f: Callable, fname: str, axis_name: Hashable, n: int, devs: list,
     return trace, dying, out_tree
 
 
+_CPU0 = Device("cpu", 0)
+
+
+class _Meeting:
+    """Where the members of one pmap call (one thread per device) meet at each collective:
+    each deposits its operand and waits; the last to arrive runs the cross-device
+    implementation for all (``threading.Barrier``'s action), then each takes its result.
+    One barrier per collective suffices: the next action can only run once every member
+    has arrived again, so every member has taken its previous result by then."""
+
+    def __init__(self, devs: list[Device]) -> None:
+        self.n = len(devs)
+        self.platform = devs[0].platform
+        self.ids = [d.id for d in devs]
+        self.slots: list = [None] * self.n
+        self.calls: list = [None] * self.n
+        self.results: list = []
+        self.barrier = threading.Barrier(self.n, action=self._combine)
+
+    def _combine(self) -> None:
+        prim, params = self.calls[0]
+        for k, (p, q) in enumerate(self.calls):
+            if p is not prim or q != params:
+                raise named_axes.AxisNameError(
+                    f"pmap: the devices disagree at a collective: device 0 runs {prim.name} "
+                    f"with {params}, device {k} runs {p.name} with {q}.")
+        # host operands (Python scalars, 0-d NumPy constants) are combined on the host,
+        # where bind expects their results
+        on_host = all(device_of(x) in (None, _CPU0) for x in self.slots)
+        platform = "cpu" if on_host else self.platform
+        xs = [np.asarray(x) for x in self.slots] if on_host else list(self.slots)
+        outs = named_axes.spmd_impl(prim, platform)(xs, self.ids, **params)
+        self.results = ([owned_read_only(np.asarray(o)) for o in outs] if platform == "cpu"
+                        else list(outs))
+
+
+class _Member:
+    """One device's member: the ``spmd`` of its thread's axis frame."""
+
+    def __init__(self, meeting: _Meeting, index: int) -> None:
+        self.meeting, self.index = meeting, index
+
+    def collective(self, prim: Any, x: Any, params: dict) -> Any:
+        m = self.meeting
+        if x is None:  # axis_index: no operand, nothing to exchange
+            return np.asarray(self.index, np.int32)
+        m.slots[self.index] = x
+        m.calls[self.index] = (prim, params)
+        try:
+            m.barrier.wait()
+        except threading.BrokenBarrierError:
+            raise _Aborted() from None
+        return m.results[self.index]
+
+
+class _Aborted(FunctxError):
+    """Another member failed: this one stops at its next collective. (A FunctxError, so
+    that bind passes it through unchanged.)"""
+
+
 def _spmd_eval(trace: Any, dying: Any, per_device: list, devs: list[Device],
                frame: named_axes.AxisFrame) -> list:
-    """Run ``trace`` on every device in lockstep; each env value is a list over devices."""
+    """Run ``trace`` on every device, one thread per device, meeting at collectives.
+    Returns a list per output of the per-device values."""
     n = len(devs)
-    platform = devs[0].platform
-    backend = get_backend(platform)
-    ids = [d.id for d in devs]
-    env = dict(zip(trace.in_vars, per_device))
-    for v, c in zip(trace.const_vars, trace.const_values):
-        env[v] = [_put(c, d) for d in devs]
+    meeting = _Meeting(devs)
+    results: list = [None] * n
+    errors: list = [None] * n
 
-    def rule(eqn: Any, ins: list) -> Any:
-        prim = eqn.prim
-        if named_axes.is_collective(prim):
-            names = eqn.params["axis_name"]
-            if names != (frame.name,):
-                other = [a for a in names if a != frame.name]
-                raise named_axes.AxisNameError(
-                    f"{prim.name} over {names!r} inside pmap over axis {frame.name!r}: the "
-                    f"axes {other} belong to no map inside the pmap (collectives over a "
-                    "vmap outside pmap are not supported).")
-            xs = ins[0] if ins else [None] * n
-            outs = named_axes.spmd_impl(prim, platform)(xs, ids, **eqn.params)
-            return [owned_read_only(o) for o in outs] if platform == "cpu" else outs
-        results = []
-        for k, dev in enumerate(devs):
-            with backend.use_device(dev.id if platform != "cpu" else 0):
-                results.append(bind(prim, *[v[k] for v in ins], **eqn.params))
-        if prim.multiple_results:
-            return [list(r) for r in zip(*results)]
-        return results
+    def member(k: int) -> None:
+        dev = devs[k]
+        scope = default_device(dev) if dev.platform != "cpu" else contextlib.nullcontext()
+        try:
+            with named_axes.axis_frame(frame.name, n, spmd=_Member(meeting, k)), scope:
+                consts = [_put(c, dev) for c in trace.const_values]
+                results[k] = eval_trace_with(trace, dying, per_device_args(k), consts)
+        except _Aborted:
+            pass
+        except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+            errors[k] = e
+            meeting.barrier.abort()
 
-    return walk(trace, env, rule, dying, literal=lambda a: [a.value] * n)
+    def per_device_args(k: int) -> list:
+        return [values[k] for values in per_device]
+
+    threads = [threading.Thread(target=member, args=(k,), name=f"pmap member {k}")
+               for k in range(1, n)]
+    for t in threads:
+        t.start()
+    member(0)  # device 0 in the calling thread
+    for t in threads:
+        t.join()
+    for k, e in enumerate(errors):
+        if e is not None:
+            raise e
+    return [list(outs) for outs in zip(*results)]
+
+
+def eval_trace_with(trace: Any, dying: Any, args: list, consts: list) -> list:
+    """``trace`` evaluated eagerly on ``args`` with its constants replaced by ``consts``
+    (the same values, on this member's device)."""
+    env = dict(zip(trace.in_vars, args))
+    env.update(zip(trace.const_vars, consts))
+    return walk(trace, env, None, dying)
