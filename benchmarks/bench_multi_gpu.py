@@ -5,7 +5,8 @@ and the bus bandwidth of functx's psum against NCCL's own all-reduce.
    gradients, SGD update) of examples/data_parallel.py's transformer at d=512, 8 heads,
    FF 2048, sequence 256, 4 layers, float32, with the per-GPU batch fixed (8), on 1, 2, 4...
    GPUs. Weak-scaling efficiency = t(1 GPU) / t(N GPUs) (target: >= 90% on 4 GPUs).
-   The same step in FSDP mode (parameters sharded, all-gathered per layer) is timed too,
+   The same step in FSDP mode (parameters sharded, all-gathered per layer, each layer a
+   checkpoint so the backward pass gathers again) is timed too,
    and the peak memory per GPU of one DP and one FSDP step is reported.
 2. ``busbw``: all-reduce of a 256 MiB float32 buffer per GPU: ``fx.pmap(psum)`` on
    placed inputs, against ``cupy.cuda.nccl`` allReduce called directly (grouped, one
@@ -74,7 +75,7 @@ def scaling(gpus, repeats: int, warmup: int) -> str:
             return fx.tree.map(lambda w, gw: w - lr * gw, p, g), loss
 
         def fsdp_step(s, x, y, n=n):
-            loss, g = fx.value_and_grad(ex.fsdp_loss)(s, shapes, x, y)
+            loss, g = fx.value_and_grad(ex.fsdp_loss)(s, shapes, x, y, True)  # remat
             return fx.tree.map(lambda w, gw: w - lr * gw / n, s, g), fx.lax.pmean(loss, "dp")
 
         for mode, fn in (("dp", dp_step), ("fsdp", fsdp_step)):

@@ -9,13 +9,15 @@ run's losses; they agree up to the order of the floating-point reductions.
   of its optimizer state); a layer all-gathers its parameters just before using them.
   The gradient of ``all_gather`` is ``psum_scatter`` (a reduce-scatter), so ``grad`` of the
   loss with respect to the shards is already each device's block of the summed gradient:
-  no extra code for the backward pass.
+  no extra code for the backward pass. With ``--remat`` each layer is a ``checkpoint``:
+  the backward pass gathers its parameters again rather than keeping them, so a device
+  holds about 1/N of the parameters plus one layer's.
 
 On a machine without GPUs the devices are functx's virtual CPU devices (the same code
 paths, NumPy for the collectives). With GPUs: ``--platform cuda``.
 
     python examples/data_parallel.py --devices 1 2 4 --steps 5
-    python examples/data_parallel.py --mode fsdp --platform cuda --devices 1 2 4
+    python examples/data_parallel.py --mode fsdp --remat --platform cuda --devices 1 2 4
 """
 from __future__ import annotations
 
@@ -73,9 +75,13 @@ def gather_leaf(shard, shape, axis_name: str):
     return full[: math.prod(shape)].reshape(shape)
 
 
-def fsdp_loss(shards: list, shapes: list, x, y):
+def fsdp_loss(shards: list, shapes: list, x, y, remat: bool = False):
     for s, shp in zip(shards[:-1], shapes[:-1]):  # each layer gathers just before use
-        x = block({k: gather_leaf(s[k], shp[k], "dp") for k in s}, x)
+        def layer(s, x, shp=shp):
+            return block({k: gather_leaf(s[k], shp[k], "dp") for k in s}, x)
+        # with remat, the backward pass gathers the layer's parameters again instead of
+        # keeping them (and the layer's activations) from the forward pass
+        x = (fx.checkpoint(layer) if remat else layer)(s, x)
     head = gather_leaf(shards[-1]["head"], shapes[-1]["head"], "dp")
     pred = fnp.mean(x, axis=1) @ head
     return fnp.mean((pred[:, 0] - y) ** 2)
@@ -84,7 +90,7 @@ def fsdp_loss(shards: list, shapes: list, x, y):
 # -- training -----------------------------------------------------------------------------------
 
 def train(n: int, mode: str, platform: str, steps: int, batch: int, layers: int,
-          lr: float, dtype, seed: int = 0) -> list[float]:
+          lr: float, dtype, seed: int = 0, remat: bool = False) -> list[float]:
     rng = np.random.default_rng(seed)
     params = init_params(rng, layers, dtype)
     data = rng.normal(size=(steps, batch, SEQ, D_MODEL)).astype(dtype)
@@ -105,7 +111,7 @@ def train(n: int, mode: str, platform: str, steps: int, batch: int, layers: int,
         shapes = [{k: v.shape for k, v in p.items()} for p in params]
 
         def step(s, x, y):
-            loss, g = fx.value_and_grad(fsdp_loss)(s, shapes, x, y)
+            loss, g = fx.value_and_grad(fsdp_loss)(s, shapes, x, y, remat)
             # g is each device's block of the summed gradient (all_gather's VJP is a
             # reduce-scatter): divide by n for the mean over devices
             new = fx.tree.map(lambda w, gw: w - lr * gw / n, s, g)
@@ -133,11 +139,14 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--float32", action="store_true", help="float32 (default: float64)")
+    ap.add_argument("--remat", action="store_true",
+                    help="fsdp: checkpoint each layer (gather again in the backward pass)")
     a = ap.parse_args()
     dtype = np.float32 if a.float32 else np.float64
     runs = {}
     for n in a.devices:
-        runs[n] = train(n, a.mode, a.platform, a.steps, a.batch, a.layers, a.lr, dtype)
+        runs[n] = train(n, a.mode, a.platform, a.steps, a.batch, a.layers, a.lr, dtype,
+                        remat=a.remat)
         print(f"{a.mode} on {n} {a.platform} device(s): losses "
               + " ".join(f"{v:.10f}" for v in runs[n]))
     ref = np.array(runs[a.devices[0]])

@@ -102,12 +102,12 @@ def test_cpu_devices_environment_variable():
     assert out.strip() == "[cpu:0, cpu:1, cpu:2]"
 
 
-@pytest.mark.parametrize("mode", ["dp", "fsdp"])
+@pytest.mark.parametrize("mode", ["dp", "fsdp", "fsdp --remat"])
 def test_data_parallel_example_same_losses_on_1_2_4_devices(mode):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root, FUNCTX_DISABLE_CUDA="1")
     out = subprocess.run([sys.executable, os.path.join(root, "examples", "data_parallel.py"),
-                          "--mode", mode, "--steps", "3"], env=env, capture_output=True,
+                          "--mode", *mode.split(), "--steps", "3"], env=env, capture_output=True,
                          text=True, timeout=300, cwd=root)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = [ln for ln in out.stdout.splitlines() if "losses" in ln]
