@@ -7,7 +7,8 @@ Example:
 """
 from functx import primitives as _primitives  # noqa: F401  (registers every primitive)
 from functx import numpy as _numpy  # noqa: F401  (tracer operators use it)
-from functx import checkpoint_policies, debug, flatten_util, lax, nn, optim, random, scipy, tree
+from functx import (checkpoint_policies, debug, distributed, flatten_util, lax, nn, optim, random,
+                    scipy, tree)
 # functx.backends is the module and is callable: fx.backends() lists the backends (see the
 # end of functx/backends/__init__.py).
 from functx import backends
@@ -55,6 +56,7 @@ from functx.transforms.interpret import eval_trace
 from functx.transforms.jacobian import hessian, jacfwd, jacrev
 from functx.transforms.jit import jit
 from functx.transforms.jvp import jvp, linearize
+from functx.transforms.pmap import Sharded, device_put_replicated, device_put_sharded, pmap
 from functx.transforms.vmap import vmap
 
 __version__ = "0.1.0"
@@ -62,7 +64,7 @@ __version__ = "0.1.0"
 __all__ = [
     # transforms
     "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian",
-    "vmap", "jit", "custom_vjp", "custom_jvp", "stop_gradient",
+    "vmap", "pmap", "jit", "custom_vjp", "custom_jvp", "stop_gradient",
     # host code
     "pure_callback", "debug",
     # memory
@@ -71,14 +73,15 @@ __all__ = [
     # devices
     "Backend", "Device", "backends", "get_backend", "devices", "device_put", "device_of",
     "default_device", "get_default_device", "to_numpy", "from_dlpack", "memory_stats",
-    "reset_peak_memory_stats", "block_until_ready",
+    "reset_peak_memory_stats", "block_until_ready", "Sharded", "device_put_sharded",
+    "device_put_replicated",
     # traces, primitives and the registry
     "make_trace", "eval_shape", "eval_trace", "bind", "Primitive", "registry", "typecheck",
     "Trace", "Eqn", "Var", "Literal", "Tracer", "AbstractArray", "ShapeDtype",
     # saving and loading pytrees
     "save", "load",
     # modules
-    "nn", "optim", "random", "tree", "flatten_util", "lax", "scipy",
+    "nn", "optim", "random", "tree", "flatten_util", "lax", "scipy", "distributed",
     # errors
     "FunctxError", "ShapeError", "DTypeError", "ConcretizationError", "TracerLeakError",
     "MissingRuleError", "DeviceError", "GradError", "VmapError", "ArgumentError",

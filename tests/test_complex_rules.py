@@ -50,6 +50,8 @@ import functx.numpy as fnp
 import functx.tracing
 from functx import tree
 from functx.errors import DTypeError
+from functx.named_axes import is_collective
+from functx.registry import REGISTRY
 from tests.specs import PrimSpec
 from tests.test_primitive_rules import SMOOTH_SPECS, SPECS, Call, draw_rng, per_spec
 from tests.test_primitive_transforms import assert_tree_close, batched_case, stack_outputs
@@ -94,6 +96,8 @@ def complex_rejection(spec: PrimSpec, call: Call) -> str | None:
     except DTypeError as err:
         return f"{spec.id}: a shape rule rejects complex operands ({err})"
     eqns = [e for e in trace.eqns if e.prim.name == spec.name]
+    if not eqns and is_collective(REGISTRY[spec.name]):
+        eqns = list(trace.eqns)  # carried out by the vmap naming its axis (specs/collectives)
     assert eqns, f"spec {spec.id} does not bind {spec.name} on complex arguments:\n{trace}"
     if not any(np.dtype(a.aval.dtype).kind == "c" for e in eqns for a in e.inputs):
         return f"{spec.id}: no floating-point operand to make complex"

@@ -5,12 +5,12 @@ Layers, lowest first (docs/design.md, section 2)::
     0  functx.errors, functx.tree (a package: _core, _keys, _tools)
     1  functx.ir, functx._ir_render (HTML and Graphviz pictures of traces)
     2  functx.backends
-    3  functx.tracing, functx.registry
+    3  functx.tracing, functx.registry, functx.named_axes
     4  functx.primitives
     5  functx.transforms, functx.checkpoint_policies
     6  functx.numpy
     7  functx.lax, functx.scipy, functx.nn, functx.random, functx.optim, functx.test_util,
-       functx.serialization, functx.flatten_util
+       functx.serialization, functx.flatten_util, functx.distributed
     8  functx (the curated top, ``functx/__init__.py``) and program entry points
        (``python -m functx.registry``), which nothing in the library imports
 
@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "functx.backends": 2,
     "functx.tracing": 3,
     "functx.registry": 3,
+    "functx.named_axes": 3,
     "functx.registry.__main__": 8,  # `python -m functx.registry`: a program, imported by nobody
     "functx.primitives": 4,
     "functx.transforms": 5,
@@ -57,6 +58,7 @@ LAYERS: dict[str, int] = {
     "functx.test_util": 7,
     "functx.serialization": 7,
     "functx.flatten_util": 7,
+    "functx.distributed": 7,
     "functx": 8,
 }
 

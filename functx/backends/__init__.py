@@ -114,6 +114,17 @@ def _read_only_copy(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _cpu_device_count() -> int:
+    """``FUNCTX_CPU_DEVICES`` (default 1): how many CPU "devices" functx shows. They all
+    compute with NumPy in this process; several of them let ``pmap`` and its collectives
+    run their multi-device code paths on a machine without GPUs (tests, CI), as JAX's
+    ``--xla_force_host_platform_device_count`` does."""
+    try:
+        return max(1, int(os.environ.get("FUNCTX_CPU_DEVICES", "1") or 1))
+    except ValueError:
+        return 1
+
+
 CPU = Backend(
     name="cpu",
     xp=np,
@@ -126,6 +137,7 @@ CPU = Backend(
     put=_cpu_put,
     scalar_from_host=np.asarray,
     use_device=lambda device_id: contextlib.nullcontext(),
+    device_count=_cpu_device_count(),
 )
 
 _BACKENDS: dict[str, Backend] = {"cpu": CPU}

@@ -37,6 +37,10 @@ from functx.lax._sorting import (cumlogsumexp, cummax, cummin, cumprod, cumsum, 
                                  sort_key_val, top_k)
 from functx.lax._windows import conv_general_dilated, reduce_window
 
+# -- collectives over named axes (_parallel) --
+from functx.lax._parallel import (all_gather, all_to_all, axis_index, axis_size, pmax, pmean,
+                                  pmin, ppermute, psum, psum_scatter)
+
 __all__: list[str] = [
     # control flow
     "scan", "fori_loop", "while_loop", "cond", "switch", "map", "associative_scan",
@@ -59,4 +63,7 @@ __all__: list[str] = [
     "reduce_window", "pure_callback",
     # sorting and cumulative operations (_sorting)
     "sort", "sort_key_val", "top_k", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
+    # collectives over named axes
+    "psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute",
+    "axis_index", "axis_size",
 ]

@@ -20,4 +20,5 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     nll,  # class_nll and its transpose: nll_loss and cross_entropy, fused
     attention,  # dot_product_attention and its gradient, fused
     special,  # erfc, lgamma, digamma, igamma, betainc, ... (scipy.special's ufuncs)
+    collectives,  # psum, all_gather, ... over named axes (functx.named_axes)
 )

@@ -72,7 +72,7 @@ from functx.transforms._args import check_callable
 from functx.transforms.interpret import eval_trace, walk, trace_has_effects
 from functx.transforms.jvp import jvp
 from functx.transforms.reverse import ConcreteTraceBuilder, backward_pass, vjp_record
-from functx.transforms.vmap import vmap
+from functx.transforms.vmap import running_axis_name, vmap
 
 # ----------------------------------------------------------------------------------------
 # is_recomputing
@@ -342,8 +342,11 @@ def _checkpoint_batch(args: Sequence[Any], dims: Sequence[int | None], *, trace:
                       n_res: int, policy: Callable, prevent_cse: bool, name: str) -> tuple:
     n = len(trace.outputs)
 
+    axis_name = running_axis_name()  # collectives in the sub-trace map over the same axis
+
     def batched(*xs: Any) -> list:
-        return vmap(lambda *ys: eval_trace(trace, *ys), in_axes=tuple(dims), out_axes=0)(*xs)
+        return vmap(lambda *ys: eval_trace(trace, *ys), in_axes=tuple(dims), out_axes=0,
+                    axis_name=axis_name)(*xs)
 
     outs = checkpoint(batched, policy=policy, prevent_cse=prevent_cse, _name=name)(*args)
     return list(outs), [0] * n

@@ -157,18 +157,20 @@ def _custom_vjp_jvp(tangents: tuple, primals: tuple, out: list, *, call: VjpCall
 
 @custom_vjp_call_p.def_batch
 def _custom_vjp_batch(args: tuple, dims: tuple, *, call: VjpCall) -> tuple:
-    from functx.transforms.vmap import vmap
+    from functx.transforms.vmap import running_axis_name, vmap
 
     axes = tuple(dims)
+    name = running_axis_name()  # collectives in the user's rules map over the same axis
 
     def fwd(*xs: Any) -> tuple:
-        return vmap(lambda *x: tuple(map(list, call.fwd(*x))), in_axes=axes)(*xs)
+        return vmap(lambda *x: tuple(map(list, call.fwd(*x))), in_axes=axes,
+                    axis_name=name)(*xs)
 
     def bwd(res: list, cts: list) -> list:
         def one(r: list, c: list) -> list:
             return [g if g is not None else zeros_like(x_aval)
                     for g, x_aval in zip(call.bwd(r, c), example_avals)]
-        cts_b = vmap(one)(res, cts)
+        cts_b = vmap(one, axis_name=name)(res, cts)
         return [reduce_sum(g, (0,)) if d is None else _move(g, d) for g, d in zip(cts_b, dims)]
 
     example_avals = [AbstractArray(tuple(s for k, s in enumerate(a.shape) if k != d), a.dtype)
@@ -369,16 +371,17 @@ def _custom_jvp_vjp(cts: list, ins: tuple, out: Any, *, call: JvpCall) -> tuple:
 
 @custom_jvp_call_p.def_batch
 def _custom_jvp_batch(args: tuple, dims: tuple, *, call: JvpCall) -> tuple:
-    from functx.transforms.vmap import vmap
+    from functx.transforms.vmap import running_axis_name, vmap
 
     axes = tuple(dims)
+    name = running_axis_name()  # collectives in the user's rules map over the same axis
 
     def fun(*xs: Any) -> list:
-        return vmap(lambda *x: list(call.fun(*x)), in_axes=axes)(*xs)
+        return vmap(lambda *x: list(call.fun(*x)), in_axes=axes, axis_name=name)(*xs)
 
     def jvp_rule(primals: list, tangents: list) -> tuple:
         return vmap(lambda p, t: tuple(map(list, call.jvp(p, t))),
-                    in_axes=(list(axes), list(axes)))(primals, tangents)
+                    in_axes=(list(axes), list(axes)), axis_name=name)(primals, tangents)
 
     batched = JvpCall(f"vmap({call.name})", fun, jvp_rule)
     outs = bind(custom_jvp_call_p, *args, call=batched)

@@ -6,6 +6,13 @@ primitive's batching rule (``Primitive.def_batch``), which returns the batched r
 where its batch axis is; equations with no batched input run as they are. Values may be
 tracers of enclosing transforms, so ``vmap`` composes with ``grad``, ``jvp`` and itself.
 
+``vmap(f, axis_name="batch")`` names the mapped axis: inside ``f`` the collectives of
+``functx.lax`` (``psum``, ``all_gather``, ``axis_index``...) refer to it by that name. The
+names in scope live in ``functx.named_axes`` (a thread-local stack of frames that ``vmap``
+enters for as long as it runs); a collective's batching rule looks its axis up there, so
+this module knows no collective by name. Primitives marked as collectives have their
+batching rule called even where no input is batched.
+
 A primitive without a batching rule is run in a Python loop over the batch and the results
 are stacked (correct, slow); a warning names it once. ``python -m functx.registry`` shows
 which primitives have rules.
@@ -14,10 +21,10 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
-from functx import tracing, tree
-from functx.backends import owned_read_only
+from functx import named_axes, tracing, tree
+from functx.backends import inputs_device_scope, owned_read_only
 from functx.errors import FunctxError, VmapError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
@@ -35,7 +42,7 @@ def _is_none(x: Any) -> bool:
 
 
 def vmap(f: Callable, in_axes: AxisSpec = 0, out_axes: AxisSpec = 0,
-         axis_size: int | None = None) -> Callable:
+         axis_size: int | None = None, axis_name: Hashable | None = None) -> Callable:
     """Vectorise ``f`` over a batch axis of its arguments.
 
     Args:
@@ -49,6 +56,9 @@ def vmap(f: Callable, in_axes: AxisSpec = 0, out_axes: AxisSpec = 0,
             prefix of the output). None is allowed only for outputs that do not depend on a
             batched input.
         axis_size: the batch size, needed only when no argument is batched.
+        axis_name: a name for the mapped axis (any hashable but a tuple), so that
+            collectives inside ``f`` (``functx.lax.psum(x, "batch")``, ``all_gather``,
+            ``axis_index``...) can refer to it, as in ``jax.vmap``.
 
     Returns:
         The batched function. Outputs that do not depend on any batched input are broadcast
@@ -61,10 +71,14 @@ def vmap(f: Callable, in_axes: AxisSpec = 0, out_axes: AxisSpec = 0,
             no ``axis_size``.
         ConcretizationError: ``f`` needs the value of a batched argument (Python control
             flow on values): use ``functx.numpy.where`` instead.
+        AxisNameError: ``axis_name`` is a tuple, or ``f`` uses a collective over an axis
+            that no enclosing map names.
 
     Example:
         >>> fx.vmap(lambda x, y: x @ y, in_axes=(0, None))(np.ones((5, 3)), np.ones(3)).shape
         (5,)
+        >>> fx.vmap(lambda x: x / fx.lax.psum(x, "i"), axis_name="i")(np.array([1., 3.]))
+        array([0.25, 0.75])
     """
     check_callable(f, "vmap")
     if isinstance(in_axes, list):
@@ -74,7 +88,8 @@ def vmap(f: Callable, in_axes: AxisSpec = 0, out_axes: AxisSpec = 0,
     @functools.wraps(f)
     def batched(*args: Any, **kwargs: Any) -> Any:
         try:
-            return _vmap_call(f, fname, in_axes, out_axes, axis_size, args, kwargs)
+            return _vmap_call(f, fname, in_axes, out_axes, axis_size, axis_name, args,
+                              kwargs)
         except VmapError as e:
             raise attach_source(e, user_source(1)) from None
 
@@ -86,7 +101,8 @@ def _arg_name(i: int | str) -> str:
 
 
 def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
-               axis_size: int | None, args: tuple, kwargs: dict) -> Any:
+               axis_size: int | None, axis_name: Hashable | None, args: tuple,
+               kwargs: dict) -> Any:
     if isinstance(in_axes, tuple):
         if len(in_axes) != len(args):
             raise VmapError(f"{fname}: in_axes has {len(in_axes)} entries but the function "
@@ -119,10 +135,20 @@ def _vmap_call(f: Callable, fname: str, in_axes: AxisSpec, out_axes: AxisSpec,
     leaves = flat.leaves
     avals, dims, size = _example_avals(fname, leaves, dims, owners, axis_size)
 
-    trace, out_tree, _ = trace_function(f, args, kwargs, fname, flat=flat, in_avals=avals,
-                                        device_scope=True)
-    trace, dying = prune_with_last_uses(trace)
-    outs, out_dims = batch_trace(trace, leaves, dims, size, dying=dying)
+    # The named axis is in scope while f is traced (collectives look up its size) and while
+    # the trace is interpreted (their batching rules ask which axis this map is).
+    with named_axes.axis_frame(axis_name, size) as frame:
+        def f_in_frame(*a: Any, **k: Any) -> Any:
+            # collectives of operands not traced at this level are recorded by this builder
+            frame.builder = tracing.innermost_abstract_builder()
+            return f(*a, **k)
+
+        trace, out_tree, _ = trace_function(f_in_frame, args, kwargs, fname, flat=flat,
+                                            in_avals=avals, device_scope=True)
+        trace, dying = prune_with_last_uses(trace)
+        # (constants a batching rule makes, such as axis_index's, go to the inputs' device)
+        with inputs_device_scope(leaves):
+            outs, out_dims = batch_trace(trace, leaves, dims, size, dying=dying)
     out_struct = tree.unflatten(out_tree, list(range(len(outs))))
     try:
         o_axes = tree.broadcast_prefix(out_axes, out_struct, is_leaf=_is_none)
@@ -207,6 +233,9 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
     Returns:
         ``(outputs, out_dims)``: the output values and the batch axis of each (None for an
         output that does not depend on a batched input).
+
+    The caller enters the map's ``named_axes.axis_frame`` around it (``vmap`` does), so
+    that collectives' batching rules know which axis this is.
     """
     env: dict[Var, tuple] = {v: (x, d) for v, x, d in zip(trace.in_vars, args, dims)}
     for v, c in zip(trace.const_vars, trace.const_values):
@@ -215,7 +244,9 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
     def rule(eqn: Any, ins: list) -> Any:
         xs, ds = zip(*ins) if ins else ((), ())
         prim = eqn.prim
-        if ds.count(None) == len(ds):  # no batched input
+        # No batched input: run as it is (a collective still goes to its rule: it depends
+        # on the mapped axis even then).
+        if ds.count(None) == len(ds) and not named_axes.is_collective(prim):
             out = bind(prim, *xs, **eqn.params)
             if prim.multiple_results:
                 return [(o, None) for o in out]
@@ -233,6 +264,17 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
 
     pairs = walk(trace, env, rule, dying, literal=_unbatched_literal)
     return [x for x, _ in pairs], [d for _, d in pairs]
+
+
+def running_axis_name() -> Hashable | None:
+    """The axis name of the innermost running map (None if anonymous or outside any).
+
+    A higher-order primitive's batching rule that maps its sub-trace with ``vmap`` again
+    (checkpoint's, custom_vjp's) passes it as ``axis_name``, so that collectives inside the
+    sub-trace are carried out over the same axis.
+    """
+    frame = named_axes.innermost()
+    return None if frame is None else frame.name
 
 
 def _unbatched_literal(a: Literal) -> tuple:
@@ -299,4 +341,4 @@ def _take(x: Any, d: int, b: int) -> Any:
     return _shape.squeeze(_shape.slice(x, tuple(start), tuple(limit), (1,) * len(shape)), (d,))
 
 
-__all__ = ["vmap", "batch_trace", "VmapError"]
+__all__ = ["vmap", "batch_trace", "running_axis_name", "VmapError"]
