@@ -31,6 +31,7 @@ import numpy as np
 from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives._batching import elementwise_batch, unary_batch
+from functx.primitives._numba import numba_or_none
 from functx.primitives._util import broadcast_shapes, fmt, same_dtypes
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -193,6 +194,7 @@ def bitcast_convert_type(x: Any, *, new_dtype: Any) -> Any:
 THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 THREEFRY_PARITY = 0x1BD11BDA  # the key schedule's parity constant for 32-bit words
 _CHUNK = 1 << 16  # elements per in-place pass on the host (the working set stays in cache)
+NUMBA_MIN_SIZE = 1 << 14  # below this the NumPy passes run (no compile, no thread start-up)
 
 threefry2x32_p = Primitive("threefry2x32", multiple_results=True)
 
@@ -209,13 +211,57 @@ def _threefry_aval(k1: AbstractArray, k2: AbstractArray, x0: AbstractArray,
     return out, out
 
 
-def _threefry_impl(xp, k1, k2, x0, x1):
+_threefry_kernel: list = []
+
+
+_ROTATIONS = np.array(THREEFRY_ROTATIONS, np.uint32)
+
+
+def _threefry_compiled() -> Any:
+    """The Numba kernel of the block function (one pass, all cores; compiled once, cached
+    on disk). Operands are full-size or single-element (``step`` 1 or 0)."""
+    if _threefry_kernel:
+        return _threefry_kernel[0]
+    numba = numba_or_none()
+    u32 = np.uint32
+
+    @numba.njit(parallel=True, cache=True)
+    def kernel(k1, k2, x0, x1, steps, y0, y1):  # pragma: no cover (compiled)
+        s1, s2, s3, s4 = steps[0], steps[1], steps[2], steps[3]
+        for i in numba.prange(y0.size):
+            ka = k1[i * s1]
+            kb = k2[i * s2]
+            ks = (ka, kb, u32(ka ^ kb ^ u32(0x1BD11BDA)))
+            a = u32(x0[i * s3] + ka)
+            b = u32(x1[i * s4] + kb)
+            for r in range(5):
+                for j in range(4):
+                    s = _ROTATIONS[r % 2, j]
+                    a = u32(a + b)
+                    b = u32(u32(u32(b << s) | u32(b >> u32(u32(32) - s))) ^ a)
+                a = u32(a + ks[(r + 1) % 3])
+                b = u32(u32(b + ks[(r + 2) % 3]) + u32(r + 1))
+            y0[i] = a
+            y1[i] = b
+    _threefry_kernel.append(kernel)
+    return kernel
+
+
+def threefry2x32_impl(xp, k1, k2, x0, x1):
     u32 = np.dtype(np.uint32)
     ops = [xp.asarray(a) for a in (k1, k2, x0, x1)]
     if any(a.dtype != u32 for a in ops):
         raise TypeError("threefry2x32 needs uint32 operands")  # explained by the rule
     shape = np.broadcast_shapes(*(a.shape for a in ops))
     n = int(np.prod(shape, dtype=np.int64))
+    if xp is np and n >= NUMBA_MIN_SIZE and numba_or_none() is not None:
+        # Single-element operands are read at index 0 (step 0); others at full size.
+        flat = [a.reshape(-1) if a.size == 1 else
+                np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in ops]
+        steps = np.array([int(a.size == n) for a in flat], np.int64)
+        y0, y1 = np.empty(n, u32), np.empty(n, u32)
+        _threefry_compiled()(*flat, steps, y0, y1)
+        return y0.reshape(shape), y1.reshape(shape)
     # Scalars stay scalars; arrays become flat operands of the full size.
     k1, k2, x0, x1 = (a.reshape(()) if a.size == 1 else
                       xp.ascontiguousarray(xp.broadcast_to(a, shape)).reshape(-1) for a in ops)
@@ -245,7 +291,7 @@ def _threefry_impl(xp, k1, k2, x0, x1):
     return y0.reshape(shape), y1.reshape(shape)
 
 
-threefry2x32_p.def_impl(_threefry_impl)
+threefry2x32_p.def_impl(threefry2x32_impl)
 threefry2x32_p.def_zero_vjp()
 _threefry_elementwise_batch = elementwise_batch(threefry2x32_p)
 

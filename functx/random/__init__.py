@@ -68,10 +68,43 @@ from functx.random._distributions import (
     truncated_normal,
     uniform,
 )
+from functx.random._continuous import (
+    cauchy,
+    double_sided_maxwell,
+    exponential,
+    geometric,
+    laplace,
+    logistic,
+    lognormal,
+    maxwell,
+    pareto,
+    rademacher,
+    rayleigh,
+    triangular,
+    wald,
+    weibull_min,
+)
+from functx.random._gamma import (
+    ball,
+    beta,
+    chisquare,
+    dirichlet,
+    f,
+    gamma,
+    generalized_normal,
+    loggamma,
+    t,
+)
 from functx.random._prng import Array, bits, fold_in, key, split  # noqa: F401
 from functx.tracing import Tracer  # noqa: F401
 
 __all__ = [
     "key", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "bernoulli",
     "randint", "categorical", "permutation", "gumbel",
+    # by transforming uniforms and normals
+    "exponential", "laplace", "logistic", "cauchy", "pareto", "lognormal", "rayleigh", "wald",
+    "weibull_min", "maxwell", "double_sided_maxwell", "triangular", "rademacher", "geometric",
+    # built on Gamma variates
+    "gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "f", "generalized_normal",
+    "ball",
 ]

@@ -10,6 +10,7 @@ import math
 import operator
 from typing import Any, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from functx import numpy as fnp
@@ -96,6 +97,12 @@ def check_param_shapes(name: str, shape: tuple[int, ...], **params: Any) -> None
             f"functx.random.{name}: the parameters ({got}) must broadcast to the requested "
             f"shape {shape}, and broadcasting them with it must give that shape. Pass a "
             "shape that contains theirs (or shape=None where allowed).")
+
+
+def finfo(dtype: Any) -> Any:
+    """Machine limits of a float dtype, bfloat16 and the other ml_dtypes floats included
+    (``np.finfo`` knows only NumPy's own)."""
+    return ml_dtypes.finfo(np.dtype(dtype))
 
 
 def float_dtype(name: str, dtype: Any, complex_ok: bool = False) -> np.dtype:

@@ -31,6 +31,11 @@ class PrimSpec:
         fd_eps: step of the central finite differences; fd_rtol/fd_atol their tolerances.
         smooth: infinitely differentiable on its domain (used by higher-order checks).
         label: distinguishes several specs of one primitive in test ids.
+        fd_fn: where the primitive's derivative is by definition not the derivative of
+            ``fn`` along its own computation, the function (of the same arguments) whose
+            finite differences the VJP and JVP must match. ``random_gamma``'s implicit
+            reparameterization gradient is the derivative of the inverse CDF at the drawn
+            quantile, not of the rejection sampler's arithmetic.
     """
 
     name: str
@@ -45,6 +50,7 @@ class PrimSpec:
     fd_atol: float = 1e-6
     smooth: bool = True
     label: str = ""
+    fd_fn: Callable[..., Any] | None = None
 
     @property
     def id(self) -> str:
