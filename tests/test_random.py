@@ -402,6 +402,23 @@ def test_threefry_compiled_and_numpy_paths_agree(monkeypatch: Any) -> None:
         assert c.shape == (n // 4, 4) and np.array_equal(c, p)
 
 
+@pytest.mark.parametrize("width", [32, 64])
+def test_random_bits_compiled_and_numpy_paths_agree(monkeypatch: Any, width: int) -> None:
+    """The compiled random_bits loop gives exactly the NumPy path's bits, for one key and
+    for a batch of keys (vmap)."""
+    from functx.primitives import bits
+
+    k1 = np.array([3, 4], np.uint32)
+    k2 = np.array([99, 2**32 - 1], np.uint32)
+    shape = (bits.NUMBA_MIN_SIZE // 2, 3)
+    compiled = bits.random_bits(k1, k2, shape, width)
+    single = bits.random_bits(k1[0], k2[0], shape, width)
+    monkeypatch.setenv("FUNCTX_NUMBA", "0")
+    plain = bits.random_bits(k1, k2, shape, width)
+    assert compiled.shape == (2,) + shape and np.array_equal(compiled, plain)
+    assert np.array_equal(single, plain[0])
+
+
 def test_erfinv_gradient() -> None:
     """The derivative of erf_inv is erfinv' = sqrt(pi)/2 exp(erfinv(u)^2), on every branch,
     and finite at 0."""

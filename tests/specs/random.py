@@ -21,8 +21,9 @@ import scipy.special
 from hypothesis import strategies as st
 
 import functx.random as fxr
-from functx.primitives import bits_normal, random_gamma
+from functx.primitives import bits, bits_normal, random_gamma
 from tests.specs import PrimSpec
+from tests.specs.bits import _threefry_reference
 from tests.strategies import array, shapes
 
 
@@ -98,7 +99,32 @@ def _inverse_cdf(log_space: bool):
     return fd_fn
 
 
+def _random_bits_ref(width: int):
+    """Element i of each key's draw: the block function of counter i (hi, lo words),
+    xor-ed or concatenated."""
+    def ref(k1: np.ndarray, k2: np.ndarray, shape: SimpleNamespace) -> np.ndarray:
+        n = int(np.prod(shape.shape, dtype=np.int64))
+        idx = np.arange(n, dtype=np.uint64)
+        hi, lo = (idx >> np.uint64(32)).astype(np.uint32), idx.astype(np.uint32)
+        y0, y1 = _threefry_reference(k1[..., None], k2[..., None], hi, lo)
+        out = ((y0.astype(np.uint64) << np.uint64(32)) | y1.astype(np.uint64)
+               if width == 64 else y0 ^ y1)
+        return out.reshape(k1.shape + shape.shape)
+    return ref
+
+
+def _key_words(draw_shape: st.SearchStrategy) -> st.SearchStrategy:
+    """(k1, k2, request): key words with leading batch axes, and the requested shape."""
+    return st.tuples(shapes(max_rank=1, max_side=2), draw_shape).flatmap(
+        lambda s: st.tuples(_bits(s[0], np.uint32), _bits(s[0], np.uint32),
+                            st.just(SimpleNamespace(shape=s[1]))))
+
+
 SPECS = [
+    *(PrimSpec("random_bits",
+               lambda k1, k2, r, w=w: bits.random_bits(k1, k2, r.shape, w),
+               _random_bits_ref(w), _key_words(shapes(max_rank=2, max_side=3)),
+               diff_argnums=(), label=f"{w}") for w in (32, 64)),
     PrimSpec("bits_to_normal", lambda b: bits_normal.bits_to_normal(b, np.float64),
              _normal_ref(np.float64), shapes(max_side=3).flatmap(
                  lambda s: st.tuples(_bits(s, np.uint64))),
