@@ -28,3 +28,15 @@ def numba_or_none() -> Any:
             numba = None
         _state["numba"] = numba
     return _state["numba"]
+
+
+def njit_variant(fn: Any, variant: str, **options: Any) -> Any:
+    """``numba.njit(**options)(fn)``, cached on disk under a name of its own.
+
+    Numba's disk cache is keyed by a function's qualified name and signature, so two
+    kernels made by one factory (one thread and ``parallel=True``, or per dtype with the
+    same argument types) would share an entry; ``variant`` makes the names distinct.
+    """
+    fn.__qualname__ = f"{fn.__qualname__}_{variant}"
+    fn.__name__ = f"{fn.__name__}_{variant}"
+    return numba_or_none().njit(cache=True, **options)(fn)

@@ -31,7 +31,7 @@ import numpy as np
 from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives._batching import elementwise_batch, to_front, unary_batch
-from functx.primitives._numba import numba_or_none
+from functx.primitives._numba import njit_variant, numba_or_none
 from functx.primitives._util import broadcast_shapes, fmt, same_dtypes
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -342,25 +342,25 @@ def _random_bits_aval(k1: AbstractArray, k2: AbstractArray, *, shape: tuple[int,
     return AbstractArray(tuple(k1.shape) + tuple(shape), np.dtype(f"u{width // 8}"), False)
 
 
-_random_bits_kernels: dict[int, Any] = {}
+_random_bits_kernels: dict[tuple[int, bool], Any] = {}
+PARALLEL_MIN_SIZE = 1 << 18  # from this many elements random_bits runs on all cores
 
 
-def _random_bits_compiled(width: int) -> Any:
+def _random_bits_compiled(width: int, parallel: bool) -> Any:
     """The Numba kernel: the block function of every counter and the words' combination,
-    in one pass (one thread; about 4 ns per element)."""
-    kernel = _random_bits_kernels.get(width)
+    in one pass (about 4 ns per element on one core: LLVM vectorises the rounds)."""
+    kernel = _random_bits_kernels.get((width, parallel))
     if kernel is not None:
         return kernel
     numba = numba_or_none()
     u32, u64 = np.uint32, np.uint64
-    wide = width == 64  # (the kernels' signatures differ too: uint32 or uint64 out)
+    wide = width == 64
 
-    @numba.njit(cache=True)
     def kernel(k1, k2, n, out):  # pragma: no cover (compiled)
         for b in range(k1.size):
             ka, kb = k1[b], k2[b]
             ks = (ka, kb, u32(ka ^ kb ^ u32(0x1BD11BDA)))
-            for i in range(n):
+            for i in numba.prange(n):
                 a = u32(u32(i >> 32) + ka)
                 c = u32(u32(i & 0xFFFFFFFF) + kb)
                 for r in range(5):
@@ -374,7 +374,9 @@ def _random_bits_compiled(width: int) -> Any:
                     out[b * n + i] = (u64(a) << u64(32)) | u64(c)
                 else:
                     out[b * n + i] = u32(a ^ c)
-    _random_bits_kernels[width] = kernel
+    kernel = njit_variant(kernel, f"{width}_{'parallel' if parallel else 'serial'}",
+                          parallel=parallel)
+    _random_bits_kernels[(width, parallel)] = kernel
     return kernel
 
 
@@ -385,7 +387,8 @@ def random_bits_impl(xp: Any, k1: Any, k2: Any, *, shape: tuple[int, ...], width
     out_dtype = np.dtype(f"u{width // 8}")
     if xp is np and n * max(k1.size, 1) >= NUMBA_MIN_SIZE and numba_or_none() is not None:
         out = np.empty(k1.size * n, out_dtype)
-        _random_bits_compiled(width)(k1.reshape(-1), k2.reshape(-1), n, out)
+        parallel = out.size >= PARALLEL_MIN_SIZE
+        _random_bits_compiled(width, parallel)(k1.reshape(-1), k2.reshape(-1), n, out)
         return out.reshape(lead + tuple(shape))
     idx = xp.arange(n, dtype=np.uint64)
     hi = (idx >> np.uint64(32)).astype(np.uint32)

@@ -28,7 +28,7 @@ import ml_dtypes
 from functx.errors import DTypeError
 from functx.ir import AbstractArray
 from functx.primitives._batching import unary_batch
-from functx.primitives._numba import numba_or_none
+from functx.primitives._numba import njit_variant, numba_or_none
 from functx.primitives._util import fmt, is_extension_float
 from functx.primitives.elementwise._common import quiet
 from functx.registry import Primitive
@@ -158,9 +158,6 @@ def _compiled(dt: np.dtype, parallel: bool) -> Any:
 
     scale = dt.type(2.0 ** -info.nmant)  # the mantissa bits m give f = m * 2**-nmant exactly
 
-    # (Only the one-thread kernel is cached on disk: Numba's cache is keyed by the function's
-    # name and signature, which the two variants share.)
-    @numba.njit(parallel=parallel, cache=not parallel, fastmath=False, error_model="numpy")
     def kernel(bits, out):  # pragma: no cover (compiled)
         for i in numba.prange(bits.size):
             f = as_float(bits[i] >> shift) * scale
@@ -188,6 +185,8 @@ def _compiled(dt: np.dtype, parallel: bool) -> Any:
                 for j in range(1, p2.size):
                     p = p * t + p2[j]
             out[i] = sqrt2 * (p * v)
+    kernel = njit_variant(kernel, f"{dt.name}_{'parallel' if parallel else 'serial'}",
+                          parallel=parallel, fastmath=False, error_model="numpy")
     _kernels[(dt, parallel)] = kernel
     return kernel
 
@@ -209,22 +208,71 @@ def bits_to_normal_impl(xp: Any, bits: Any, *, dtype: np.dtype) -> Any:
 bits_to_normal_p = Primitive("bits_to_normal")
 
 
-@bits_to_normal_p.def_abstract_eval
-def _normal_aval(bits: AbstractArray, *, dtype: np.dtype) -> AbstractArray:
+def _float_aval(name: str, bits: AbstractArray, dtype: np.dtype) -> AbstractArray:
     dt = np.dtype(dtype)
     if dt.kind != "f" and not is_extension_float(dt):
-        raise DTypeError(f"bits_to_normal makes floating-point values, not {dt.name}.")
+        raise DTypeError(f"{name} makes floating-point values, not {dt.name}.")
     want = np.dtype(f"u{dt.itemsize}")
     if np.dtype(bits.dtype) != want:
-        raise DTypeError(f"bits_to_normal to {dt.name} needs {want.name} bits (one value's "
-                         f"width) but got {fmt((bits,))}.")
+        raise DTypeError(f"{name} to {dt.name} needs {want.name} bits (one value's width) "
+                         f"but got {fmt((bits,))}.")
     return AbstractArray(bits.shape, dt, False)
+
+
+bits_to_normal_p.def_abstract_eval(lambda bits, *, dtype: _float_aval("bits_to_normal", bits,
+                                                                       dtype))
 
 
 bits_to_normal_p.def_impl(bits_to_normal_impl)
 bits_to_normal_p.def_zero_vjp()
 bits_to_normal_p.def_jvp(lambda tangents, primals, out, **params: None)
 bits_to_normal_p.def_batch(unary_batch(bits_to_normal_p))
+
+
+def _uniform_compiled(dt: np.dtype, parallel: bool) -> Any:
+    """The Numba kernel of :func:`unit_floats_from_bits` (one pass)."""
+    kernel = _kernels.get((dt, parallel, "uniform"))
+    if kernel is not None:
+        return kernel
+    numba = numba_or_none()
+    info = ml_dtypes.finfo(dt)
+    shift = np.dtype(f"u{dt.itemsize}").type(info.bits - info.nmant)
+    scale = dt.type(2.0 ** -info.nmant)
+    as_float = numba.float64 if dt == np.float64 else numba.float32
+
+    def kernel(bits, out):  # pragma: no cover (compiled)
+        for i in numba.prange(bits.size):
+            out[i] = as_float(bits[i] >> shift) * scale
+    kernel = njit_variant(kernel, f"{dt.name}_{'parallel' if parallel else 'serial'}",
+                          parallel=parallel)
+    _kernels[(dt, parallel, "uniform")] = kernel
+    return kernel
+
+
+def bits_to_uniform_impl(xp: Any, bits: Any, *, dtype: np.dtype) -> Any:
+    dt = np.dtype(dtype)
+    bits = xp.asarray(bits)
+    if xp is np and dt.itemsize >= 4 and bits.size >= NUMBA_MIN_SIZE and numba_or_none():
+        flat = np.ascontiguousarray(bits).reshape(-1)
+        out = np.empty(flat.size, dt)
+        _uniform_compiled(dt, flat.size >= PARALLEL_MIN_SIZE)(flat, out)
+        return out.reshape(bits.shape)
+    return unit_floats_from_bits(xp, bits, dt)
+
+
+bits_to_uniform_p = Primitive("bits_to_uniform")
+bits_to_uniform_p.def_abstract_eval(lambda bits, *, dtype: _float_aval("bits_to_uniform", bits,
+                                                                         dtype))
+bits_to_uniform_p.def_impl(bits_to_uniform_impl)
+bits_to_uniform_p.def_zero_vjp()
+bits_to_uniform_p.def_jvp(lambda tangents, primals, out, **params: None)
+bits_to_uniform_p.def_batch(unary_batch(bits_to_uniform_p))
+
+
+def bits_to_uniform(bits: Any, dtype: Any) -> Any:
+    """Floats of ``dtype`` in ``[0, 1)`` from unsigned ``bits`` of the same width: the top
+    mantissa bits (a multiple of ``2**-nmant``), as ``jax.random.uniform``."""
+    return bind(bits_to_uniform_p, bits, dtype=np.dtype(dtype))
 
 
 def bits_to_normal(bits: Any, dtype: Any) -> Any:

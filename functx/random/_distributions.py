@@ -45,15 +45,7 @@ from functx.random._prng import (
 
 def _unit_floats(key: Array, shape: tuple[int, ...], dtype: np.dtype) -> Array:
     """Floats in [0, 1) with every mantissa bit random (1.m - 1, as in JAX)."""
-    info = finfo(dtype)
-    nbits, nmant = info.bits, info.nmant
-    ut = UINT[nbits]
-    rbits = random_bits(key, nbits, shape)
-    one_bits = int(np.array(1.0, dtype).view(ut))
-    mant = _bits.shift_right_logical(rbits, const(rbits, nbits - nmant, ut))
-    floats = _bits.bitcast_convert_type(_ew.or_(mant, const(rbits, one_bits, ut)),
-                                        new_dtype=dtype)
-    return _ew.sub(floats, const(floats, 1.0, dtype))
+    return _bits_normal.bits_to_uniform(random_bits(key, finfo(dtype).bits, shape), dtype)
 
 
 def _uniform(name: str, key: Array, shape: tuple[int, ...], dt: np.dtype, minval: Any,

@@ -35,6 +35,14 @@ def _bits(shape: tuple, dtype: type) -> st.SearchStrategy:
     return st.integers(0, 2**32 - 1).map(make)
 
 
+def _uniform_ref(bits: np.ndarray, dt: type) -> np.ndarray:
+    """The top mantissa bits over 2**nmant, exactly (Python fractions are not needed: the
+    quotient of an integer below 2**nmant by a power of two is exact in the dtype)."""
+    nmant = np.finfo(dt).nmant
+    m = bits >> np.array(np.dtype(dt).itemsize * 8 - nmant, bits.dtype)
+    return (m.astype(np.float64) * 2.0 ** -nmant).astype(dt)
+
+
 def _normal_ref(dt: type):
     def ref(bits: np.ndarray) -> np.ndarray:
         d = np.dtype(dt)
@@ -133,6 +141,12 @@ SPECS = [
              _normal_ref(np.float32), shapes(max_side=3).flatmap(
                  lambda s: st.tuples(_bits(s, np.uint32))),
              diff_argnums=(), rtol=3e-6, atol=1e-7, label="float32"),
+    *(PrimSpec("bits_to_uniform", lambda b, d=d: bits_normal.bits_to_uniform(b, d),
+               lambda b, d=d: _uniform_ref(b, d),
+               shapes(max_side=3).flatmap(lambda s, u=u: st.tuples(_bits(s, u))),
+               diff_argnums=(), rtol=0, atol=0, label=np.dtype(d).name)
+      for d, u in ((np.float64, np.uint64), (np.float32, np.uint32),
+                   (np.float16, np.uint16))),
     PrimSpec("random_gamma", lambda k, a, base: random_gamma.random_gamma(k, a),
              _gamma_ref(False), _gamma_args(shapes(max_rank=2, max_side=3)),
              diff_argnums=(1,), rtol=1e-13, atol=1e-14, fd_rtol=1e-5, fd_atol=1e-7,
