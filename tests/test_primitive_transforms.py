@@ -64,8 +64,8 @@ def test_jvp_matches_finite_differences(spec: PrimSpec, data: Any) -> None:
         return
     u = cotangent_like(out, rng)
     eps = spec.fd_eps
-    f_plus = call.fn(*shifted(args, diff, vs, eps))
-    f_minus = call.fn(*shifted(args, diff, vs, -eps))
+    f_plus = call.fd(*shifted(args, diff, vs, eps))
+    f_minus = call.fd(*shifted(args, diff, vs, -eps))
     jv = tree.map(lambda p, m: (np.asarray(p) - np.asarray(m)) / (2 * eps), f_plus, f_minus)
     assert_close_fd(inner(u, t_out), inner(u, jv), norm(u) * norm(*vs), spec,
                     "<u, J v> (jvp) vs finite differences")

@@ -12,6 +12,8 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     conv,
     misc,
     bits,
+    bits_normal,  # normal values from random bits, in one pass
+    random_gamma,  # gamma sampling (a rejection loop) and its reparameterization gradient
     checkpoint,
     fft,  # (imports complex: real, imag, conj)
     ctc,

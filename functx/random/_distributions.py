@@ -16,6 +16,7 @@ import numpy as np
 from functx import numpy as fnp
 from functx.errors import DTypeError, ShapeError
 from functx.primitives import bits as _bits
+from functx.primitives import bits_normal as _bits_normal
 from functx.primitives import elementwise as _ew
 from functx.primitives import indexing as _ix
 from functx.primitives import reduction as _red
@@ -29,6 +30,7 @@ from functx.random._prng import (
     check_key,
     check_param_shapes,
     const,
+    finfo,
     float_dtype,
     is_array,
     random_bits,
@@ -43,15 +45,7 @@ from functx.random._prng import (
 
 def _unit_floats(key: Array, shape: tuple[int, ...], dtype: np.dtype) -> Array:
     """Floats in [0, 1) with every mantissa bit random (1.m - 1, as in JAX)."""
-    info = np.finfo(dtype)
-    nbits, nmant = info.bits, info.nmant
-    ut = UINT[nbits]
-    rbits = random_bits(key, nbits, shape)
-    one_bits = int(np.array(1.0, dtype).view(ut))
-    mant = _bits.shift_right_logical(rbits, const(rbits, nbits - nmant, ut))
-    floats = _bits.bitcast_convert_type(_ew.or_(mant, const(rbits, one_bits, ut)),
-                                        new_dtype=dtype)
-    return _ew.sub(floats, const(floats, 1.0, dtype))
+    return _bits_normal.bits_to_uniform(random_bits(key, finfo(dtype).bits, shape), dtype)
 
 
 def _uniform(name: str, key: Array, shape: tuple[int, ...], dt: np.dtype, minval: Any,
@@ -174,9 +168,7 @@ def _erfinv(x: Array) -> Array:
 
 
 def _normal_real(key: Array, shape: tuple[int, ...], dt: np.dtype) -> Array:
-    lo = float(np.nextafter(np.array(-1.0, dt), np.array(0.0, dt)))
-    u = _uniform("normal", key, shape, dt, lo, 1.0)
-    return _ew.mul(const(u, np.sqrt(2.0), dt), _erfinv(u))
+    return _bits_normal.bits_to_normal(random_bits(key, finfo(dt).bits, shape), dt)
 
 
 def normal(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.float64) -> Array:
@@ -224,7 +216,7 @@ def _nextafter(x: Array, toward_inf: bool) -> Array:
     # Away from zero the magnitude bits grow by one; toward zero they shrink by one.
     away = _ew.gt(x, zero) if toward_inf else _ew.lt(x, zero)
     step = _ew.select(away, _ew.add(i, one), _ew.sub(i, one))
-    tiny = np.array(np.finfo(dt).smallest_subnormal * (1 if toward_inf else -1), dt)
+    tiny = np.array(finfo(dt).smallest_subnormal * (1 if toward_inf else -1), dt)
     out = _bits.bitcast_convert_type(step, new_dtype=dt)
     out = _ew.select(_ew.eq(x, zero), const(x, tiny[()], dt), out)
     limit = const(x, np.inf if toward_inf else -np.inf, dt)
@@ -432,7 +424,7 @@ def gumbel(key: Array, shape: int | Sequence[int] = (), dtype: Any = np.float64)
 
 
 def _gumbel(key: Array, shape: tuple[int, ...], dt: np.dtype) -> Array:
-    u = _uniform("gumbel", key, shape, dt, float(np.finfo(dt).tiny), 1.0)
+    u = _uniform("gumbel", key, shape, dt, float(finfo(dt).tiny), 1.0)
     return _ew.neg(_ew.log(_ew.neg(_ew.log(u))))
 
 

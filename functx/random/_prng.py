@@ -10,6 +10,7 @@ import math
 import operator
 from typing import Any, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from functx import numpy as fnp
@@ -98,6 +99,12 @@ def check_param_shapes(name: str, shape: tuple[int, ...], **params: Any) -> None
             "shape that contains theirs (or shape=None where allowed).")
 
 
+def finfo(dtype: Any) -> Any:
+    """Machine limits of a float dtype, bfloat16 and the other ml_dtypes floats included
+    (``np.finfo`` knows only NumPy's own)."""
+    return ml_dtypes.finfo(np.dtype(dtype))
+
+
 def float_dtype(name: str, dtype: Any, complex_ok: bool = False) -> np.dtype:
     dt = np.dtype(dtype)
     if dt.kind != "f" and not (complex_ok and dt.kind == "c"):
@@ -180,13 +187,11 @@ def _hash(key: Array, shape: tuple[int, ...]) -> tuple[Array, Array]:
 
 
 def random_bits(key: Array, bit_width: int, shape: tuple[int, ...]) -> Array:
-    """Unsigned integers of ``bit_width`` bits (8, 16, 32 or 64), uniform over their range."""
-    b1, b2 = _hash(key, shape)
-    if bit_width == 64:
-        hi = _bits.shift_left(_ew.convert_element_type(b1, new_dtype=_U64), const(b1, 32, _U64))
-        return _ew.or_(hi, _ew.convert_element_type(b2, new_dtype=_U64))
-    out = _ew.xor(b1, b2)
-    return out if bit_width == 32 else _ew.convert_element_type(out, new_dtype=UINT[bit_width])
+    """Unsigned integers of ``bit_width`` bits (8, 16, 32 or 64), uniform over their range
+    (the ``random_bits`` primitive: counters implicit, words xor-ed or concatenated)."""
+    k1, k2 = _words(key)
+    out = _bits.random_bits(k1, k2, shape, 64 if bit_width == 64 else 32)
+    return out if bit_width >= 32 else _ew.convert_element_type(out, new_dtype=UINT[bit_width])
 
 
 def _stack_words(b1: Array, b2: Array) -> Array:

@@ -34,6 +34,11 @@ class PrimSpec:
         reverse: reverse mode applies. False for a primitive that is differentiable in
             forward mode only (``while``, whose VJP rule raises): the harness checks its
             JVP on ``diff_argnums`` and leaves out every VJP check.
+        fd_fn: where the primitive's derivative is by definition not the derivative of
+            ``fn`` along its own computation, the function (of the same arguments) whose
+            finite differences the VJP and JVP must match. ``random_gamma``'s implicit
+            reparameterization gradient is the derivative of the inverse CDF at the drawn
+            quantile, not of the rejection sampler's arithmetic.
     """
 
     name: str
@@ -49,6 +54,7 @@ class PrimSpec:
     smooth: bool = True
     label: str = ""
     reverse: bool = True
+    fd_fn: Callable[..., Any] | None = None
 
     @property
     def id(self) -> str:

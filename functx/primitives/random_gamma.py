@@ -1,0 +1,308 @@
+"""Gamma sampling: ``random_gamma`` and its implicit reparameterization gradient
+``random_gamma_grad`` (the primitives behind ``functx.random.gamma``, ``loggamma``,
+``beta``, ``dirichlet``, ``chisquare``, ``t``, ``f``, ``generalized_normal`` and ``ball``).
+
+``random_gamma(keys, a, log_space)`` draws one Gamma(``a``, 1) value per element of ``a``
+from that element's key (``keys`` has shape ``a.shape + (2,)``: ``functx.random.gamma``
+passes ``split(key, a.size)``). The sampler is Marsaglia and Tsang's ("A simple method for
+generating gamma variables", 2000) exactly as ``jax.random`` runs it for each element, with
+the same key splits, so the values are JAX's to rounding; for ``a < 1`` it samples
+Gamma(``a + 1``) and multiplies by ``u ** (1/a)`` (in log space with ``log_space``, where
+tiny ``a`` would underflow). It is a primitive, not a composite, because its rejection loop
+runs a data-dependent number of rounds: the implementation loops eagerly over the elements
+still rejecting (vectorised, on NumPy or CuPy), so the primitive is one equation under
+``jit`` and ``vmap``.
+
+Gradient (Figurnov et al., "Implicit reparameterization gradients", 2018, as JAX): holding
+the sample's CDF fixed, ``dx/da = -(dP(a, x)/da) / (dP(a, x)/dx)``; ``random_gamma_grad``
+computes it with the series of the regularized incomplete gamma function ``P`` (for
+``x <= max(1, a)``) or the continued fraction of ``Q = 1 - P``, differentiated in ``a``
+term by term (the algorithm of ``jax.lax.random_gamma_grad``). Its own derivatives are not
+implemented (nor are they in JAX): differentiating it raises ``GradError``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from functx.errors import DTypeError, GradError, ShapeError
+from functx.ir import AbstractArray
+from functx.primitives import elementwise as _ew
+from functx.primitives._batching import batch_size, elementwise_batch, to_front
+from functx.primitives._util import fmt
+from functx.primitives.bits import threefry2x32_impl
+from functx.primitives.elementwise._common import make_binary_aval, scalar
+from functx.primitives.bits_normal import bits_to_normal_impl, unit_floats_from_bits
+from functx.registry import Primitive
+from functx.tracing import bind
+
+_U32 = np.dtype(np.uint32)
+
+
+def _special(xp: Any) -> Any:
+    """SciPy's special functions for NumPy arrays, CuPy's for CuPy arrays."""
+    if xp is np:
+        import scipy.special as sp  # noqa: PLC0415  (a runtime dependency; imported when used)
+        return sp
+    import cupyx.scipy.special as sp  # noqa: PLC0415  (CuPy is optional)
+    return sp
+
+
+# -- the per-element draws, vectorised over rows of keys -----------------------------------
+
+def split_rows(xp: Any, keys: Any, num: int) -> Any:
+    """``split(keys[i], num)`` for every row ``i`` of ``keys`` (shape ``(m, 2)``): an
+    ``(m, num, 2)`` array, the keys ``jax.random.split`` gives (counter ``j`` of key ``i``)."""
+    lo = xp.arange(num, dtype=_U32)[None, :]
+    y0, y1 = threefry2x32_impl(xp, keys[:, :1], keys[:, 1:], xp.zeros((1, 1), _U32), lo)
+    return xp.stack([y0, y1], axis=-1)
+
+
+def _bits_rows(xp: Any, keys: Any, dt: np.dtype) -> Any:
+    """The bits ``random_bits(keys[i], width, ())`` draws for a value of ``dt``, per row."""
+    zero = xp.zeros((1,), _U32)
+    y0, y1 = threefry2x32_impl(xp, keys[:, 0], keys[:, 1], zero, zero)
+    if dt == np.float64:
+        return (y0.astype(np.uint64) << np.uint64(32)) | y1.astype(np.uint64)
+    return y0 ^ y1
+
+
+def unit_floats_rows(xp: Any, keys: Any, dt: np.dtype) -> Any:
+    """``uniform(keys[i], (), dt)`` in ``[0, 1)`` for every row of keys (as functx.random)."""
+    return unit_floats_from_bits(xp, _bits_rows(xp, keys, dt), dt)
+
+
+def normal_rows(xp: Any, keys: Any, dt: np.dtype) -> Any:
+    """``normal(keys[i], (), dt)`` for every row of keys (as functx.random.normal)."""
+    return bits_to_normal_impl(xp, _bits_rows(xp, keys, dt), dtype=dt)
+
+
+# -- random_gamma --------------------------------------------------------------------------
+
+def _marsaglia_tsang(xp: Any, keys: Any, a: Any, log_space: bool) -> Any:
+    dt = np.dtype(a.dtype)
+    one, third = dt.type(1), dt.type(1.0 / 3.0)
+    boost = a >= one
+    alpha = xp.where(boost, a, a + one)
+    d = alpha - third
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = third / xp.sqrt(d)
+        pair = split_rows(xp, keys, 2)
+        key, subkey = pair[:, 0], pair[:, 1]
+        V = xp.ones_like(a)
+        active = xp.arange(a.size)
+        while active.size:  # each pass: one round of every element still rejecting
+            k3 = split_rows(xp, key[active], 3)
+            key[active] = k3[:, 0]
+            xkey, ukey = k3[:, 1], k3[:, 2]
+            ca = c[active]
+            x, v = xp.zeros_like(ca), xp.full_like(ca, -1)
+            inner = xp.arange(ca.size)
+            while inner.size:  # v = 1 + x c must be positive: redraw x until it is
+                k2 = split_rows(xp, xkey[inner], 2)
+                xkey[inner] = k2[:, 0]
+                xi = normal_rows(xp, k2[:, 1], dt)
+                vi = one + xi * ca[inner]
+                x[inner], v[inner] = xi, vi
+                inner = inner[vi <= 0]  # (NaN parameters stop at once, as in JAX)
+            X, Va = x * x, (v * v) * v
+            U = unit_floats_rows(xp, ukey, dt)
+            V[active] = Va
+            da = d[active]
+            reject = ((U >= one - dt.type(0.0331) * (X * X))
+                      & (xp.log(U) >= X * dt.type(0.5) + da * ((one - Va) + xp.log(Va))))
+            active = active[reject]
+        u = unit_floats_rows(xp, subkey, dt)
+        if log_space:
+            log_samples = xp.log1p(-u)  # -exponential(subkey)
+            log_boost = xp.where(boost | (log_samples == 0), dt.type(0),
+                                 log_samples * (one / a))
+            return (xp.log(d) + xp.log(V)) + log_boost
+        samples = one - u
+        return (d * V) * xp.where(boost, one, samples ** (one / a))
+
+
+def _gamma_impl(xp: Any, keys: Any, a: Any, *, log_space: bool) -> Any:
+    a = xp.asarray(a)
+    dt = np.dtype(a.dtype)
+    if dt.itemsize < 4:  # float16, bfloat16: computed in float32, rounded once
+        return _gamma_impl(xp, keys, a.astype(np.float32), log_space=log_space).astype(dt)
+    flat_keys = xp.ascontiguousarray(xp.reshape(keys, (-1, 2))).copy()
+    out = _marsaglia_tsang(xp, flat_keys, xp.reshape(a, (-1,)).copy(), log_space)
+    return xp.reshape(out, a.shape)
+
+
+random_gamma_p = Primitive("random_gamma")
+
+
+@random_gamma_p.def_abstract_eval
+def _gamma_aval(keys: AbstractArray, a: AbstractArray, *, log_space: bool) -> AbstractArray:
+    if np.dtype(keys.dtype) != _U32 or np.dtype(a.dtype).kind != "f":
+        raise DTypeError(f"random_gamma needs uint32 keys and a real float shape parameter "
+                         f"but got {fmt((keys, a))}.")
+    if tuple(keys.shape) != tuple(a.shape) + (2,):
+        raise ShapeError(f"random_gamma needs one key per element of a: keys of shape "
+                         f"{tuple(a.shape) + (2,)}, but got keys {fmt((keys,))} for a "
+                         f"{fmt((a,))}. Pass functx.random.split(key, a.size) reshaped.")
+    return AbstractArray(a.shape, a.dtype, False)
+
+
+random_gamma_p.def_impl(_gamma_impl)
+
+
+def _sample_grad(a: Any, out: Any, log_space: bool) -> Any:
+    """d sample / d a from the sample (the log sample with ``log_space``)."""
+    if not log_space:
+        return random_gamma_grad(a, out)
+    s = _ew.exp(out)
+    s = _ew.select(_ew.eq(s, scalar(s, 0.0)), scalar(s, _finfo_tiny(s.dtype)), s)
+    return _ew.div(random_gamma_grad(a, s), s)
+
+
+def _finfo_tiny(dtype: Any) -> float:
+    return float(ml_dtypes.finfo(np.dtype(dtype)).tiny)
+
+
+@random_gamma_p.def_vjp(save_inputs=(1,), save_output=True)
+def _gamma_vjp(ct, ins, out, *, log_space):
+    return None, _ew.mul(ct, _sample_grad(ins[1], out, log_space))
+
+
+@random_gamma_p.def_jvp
+def _gamma_jvp(tangents, primals, out, *, log_space):
+    ta = tangents[1]
+    return None if ta is None else _ew.mul(ta, _sample_grad(primals[1], out, log_space))
+
+
+@random_gamma_p.def_batch
+def _gamma_batch(args, dims, *, log_space):
+    size = batch_size(args, dims)
+    keys, a = (to_front(x, d, size) for x, d in zip(args, dims))
+    return bind(random_gamma_p, keys, a, log_space=log_space), 0
+
+
+def random_gamma(keys: Any, a: Any, log_space: bool = False) -> Any:
+    """Gamma(``a``, 1) samples (their logarithms with ``log_space``), one per element of
+    ``a`` from the keys ``keys[..., :]`` of shape ``a.shape + (2,)``."""
+    return bind(random_gamma_p, keys, a, log_space=bool(log_space))
+
+
+# -- random_gamma_grad -----------------------------------------------------------------------
+
+def _series(xp: Any, sp: Any, ax: Any, x: Any, a: Any, eps: float) -> Any:
+    """JAX's ``_igamma_series`` in SAMPLE_DERIVATIVE mode, on the elements given."""
+    r, c, ans = a.copy(), xp.ones_like(a), xp.ones_like(a)
+    dc_da, dans_da = xp.zeros_like(a), xp.zeros_like(a)
+    live = xp.arange(a.size)
+    while live.size:
+        rr, cc, xx = r[live] + 1, c[live], x[live]
+        dc = dc_da[live] * (xx / rr) - (cc * xx) / (rr * rr)
+        dans = dans_da[live] + dc
+        cc = cc * (xx / rr)
+        r[live], dc_da[live], dans_da[live], c[live] = rr, dc, dans, cc
+        ans[live] = ans[live] + cc
+        live = live[xp.abs(dc / dans) > eps]
+    dlogax_da = xp.log(x) - sp.digamma(a + 1)
+    return -(dans_da + ans * dlogax_da) * x / a
+
+
+def _continued_fraction(xp: Any, sp: Any, ax: Any, x: Any, a: Any, eps: float) -> Any:
+    """JAX's ``_igammac_continued_fraction`` in SAMPLE_DERIVATIVE mode (at most 2000
+    rounds), on the elements given."""
+    y = 1 - a
+    z = x + y + 1
+    pkm2, qkm2 = xp.ones_like(x), x.copy()
+    pkm1, qkm1 = x + 1, z * x
+    ans = pkm1 / qkm1
+    dpkm2, dqkm2, dpkm1, dqkm1 = (xp.zeros_like(x), xp.zeros_like(x), xp.zeros_like(x), -x)
+    dans = (dpkm1 - ans * dqkm1) / qkm1
+    live = xp.arange(x.size)
+    big = 1 / eps
+    for c in range(1, 2001):
+        if not live.size:
+            break
+        y[live] += 1
+        z[live] += 2
+        yl, zl = y[live], z[live]
+        yc = yl * c
+        p1, q1, p2, q2 = pkm1[live], qkm1[live], pkm2[live], qkm2[live]
+        d1, e1, d2, e2 = dpkm1[live], dqkm1[live], dpkm2[live], dqkm2[live]
+        pk = p1 * zl - p2 * yc
+        qk = q1 * zl - q2 * yc
+        nz = qk != 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r = pk / qk
+            an = xp.where(nz, r, ans[live])
+            dpk = d1 * zl - p1 - d2 * yc + p2 * c
+            dqk = e1 * zl - q1 - e2 * yc + q2 * c
+            dn = xp.where(nz, (dpk - an * dqk) / qk, dans[live])
+        step = xp.where(nz, xp.abs(dn - dans[live]), 1)
+        ans[live], dans[live] = an, dn
+        scale = xp.where(xp.abs(pk) > big, eps, 1)
+        pkm2[live], pkm1[live] = p1 * scale, pk * scale
+        qkm2[live], qkm1[live] = q1 * scale, qk * scale
+        dpkm2[live], dpkm1[live] = d1 * scale, dpk * scale
+        dqkm2[live], dqkm1[live] = e1 * scale, dqk * scale
+        live = live[step > eps]
+    dlogax_da = xp.log(x) - sp.digamma(a)
+    return -(dans + ans * dlogax_da) * x
+
+
+def _gamma_grad_impl(xp: Any, a: Any, x: Any) -> Any:
+    a, x = xp.broadcast_arrays(xp.asarray(a), xp.asarray(x))
+    dt = np.dtype(a.dtype)
+    if dt.itemsize < 4:
+        return _gamma_grad_impl(xp, a.astype(np.float32), x.astype(np.float32)).astype(dt)
+    sp = _special(xp)
+    eps = float(np.finfo(dt).eps)
+    shape = a.shape
+    a, x = xp.reshape(a, (-1,)).copy(), xp.reshape(x, (-1,)).copy()
+    out = xp.zeros_like(a)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        is_nan = xp.isnan(a) | xp.isnan(x)
+        x_zero = x == 0
+        domain = (x < 0) | (a <= 0)
+        ax = a * xp.log(x) - x - sp.gammaln(a)
+        underflow = ax < -np.log(np.finfo(dt).max)
+        enabled = ~(x_zero | domain | underflow | is_nan)
+        use_cf = (x > 1) & (x > a)
+        for sel, fn in ((enabled & ~use_cf, _series), (enabled & use_cf, _continued_fraction)):
+            idx = xp.nonzero(sel)[0]
+            if idx.size:
+                sign = -1 if fn is _continued_fraction else 1  # as JAX: P = 1 - Q
+                out[idx] = sign * fn(xp, sp, xp.exp(ax[idx]), x[idx], a[idx], eps)
+    out = xp.where(domain | is_nan, dt.type(np.nan), out)
+    return xp.reshape(out.astype(dt, copy=False), shape)
+
+
+random_gamma_grad_p = Primitive("random_gamma_grad")
+_grad_aval = make_binary_aval("random_gamma_grad", "float")
+
+
+@random_gamma_grad_p.def_abstract_eval
+def _gamma_grad_aval(a: AbstractArray, x: AbstractArray) -> AbstractArray:
+    return _grad_aval(a, x)
+
+
+random_gamma_grad_p.def_impl(_gamma_grad_impl)
+
+
+def _no_second_derivative(*args, **params):
+    raise GradError(
+        "random_gamma_grad (the derivative of gamma samples with respect to the shape "
+        "parameter a) has no derivative of its own in functx (nor in JAX): second "
+        "derivatives of functx.random.gamma, beta, dirichlet, chisquare, t or f samples "
+        "with respect to their shape parameters are not available. Differentiate once, or "
+        "wrap the sampler's result in functx.stop_gradient.")
+
+
+random_gamma_grad_p.def_vjp(_no_second_derivative)
+random_gamma_grad_p.def_jvp(_no_second_derivative)
+random_gamma_grad_p.def_batch(elementwise_batch(random_gamma_grad_p))
+
+
+def random_gamma_grad(a: Any, x: Any) -> Any:
+    """``d x / d a`` for a Gamma(``a``, 1) sample ``x`` (implicit reparameterization)."""
+    return bind(random_gamma_grad_p, a, x)
