@@ -18,7 +18,8 @@ the sample's CDF fixed, ``dx/da = -(dP(a, x)/da) / (dP(a, x)/dx)``; ``random_gam
 computes it with the series of the regularized incomplete gamma function ``P`` (for
 ``x <= max(1, a)``) or the continued fraction of ``Q = 1 - P``, differentiated in ``a``
 term by term (the algorithm of ``jax.lax.random_gamma_grad``). Its own derivatives are not
-implemented (nor are they in JAX): differentiating it raises ``GradError``.
+implemented in ``a`` (nor are they in JAX): differentiating it in ``a`` raises ``GradError``;
+in ``x`` it has its closed form.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from functx.primitives import elementwise as _ew
 from functx.primitives._batching import batch_size, elementwise_batch, to_front
 from functx.primitives._util import fmt
 from functx.primitives.bits import threefry2x32_impl
-from functx.primitives.elementwise._common import make_binary_aval, scalar
+from functx.primitives import special as _special_prims
+from functx.primitives.elementwise._common import make_binary_aval, scalar, unbroadcast
 from functx.primitives.bits_normal import bits_to_normal_impl, unit_floats_from_bits
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -289,17 +291,40 @@ def _gamma_grad_aval(a: AbstractArray, x: AbstractArray) -> AbstractArray:
 random_gamma_grad_p.def_impl(_gamma_grad_impl)
 
 
-def _no_second_derivative(*args, **params):
-    raise GradError(
+def _no_a_derivative() -> GradError:
+    return GradError(
         "random_gamma_grad (the derivative of gamma samples with respect to the shape "
-        "parameter a) has no derivative of its own in functx (nor in JAX): second "
-        "derivatives of functx.random.gamma, beta, dirichlet, chisquare, t or f samples "
-        "with respect to their shape parameters are not available. Differentiate once, or "
-        "wrap the sampler's result in functx.stop_gradient.")
+        "parameter a) has no derivative in a in functx (nor in JAX): second derivatives of "
+        "functx.random.gamma, beta, dirichlet, chisquare, t or f samples with respect to "
+        "their shape parameters are not available. Differentiate once, or wrap the shape "
+        "parameter in functx.stop_gradient where its second derivative is not needed.")
 
 
-random_gamma_grad_p.def_vjp(_no_second_derivative)
-random_gamma_grad_p.def_jvp(_no_second_derivative)
+def _d_dx(a: Any, x: Any, g: Any) -> Any:
+    """d g / d x for g = dx/da = -(dP/da) / (dP/dx): with p = dP/dx = x^(a-1) e^-x / Gamma(a),
+    dP/(da dx) = p (log x - digamma(a)) and dp/dx = p ((a-1)/x - 1), so
+    dg/dx = -(log x - digamma(a)) - g ((a-1)/x - 1)."""
+    one = scalar(x, 1.0)
+    return _ew.sub(_ew.neg(_ew.sub(_ew.log(x), _special_prims.digamma(a))),
+                   _ew.mul(g, _ew.sub(_ew.div(_ew.sub(a, one), x), one)))
+
+
+@random_gamma_grad_p.def_vjp(save_inputs=(0, 1), save_output=True, selective=True)
+def _gamma_grad_vjp(ct, ins, out, *, needs):
+    if needs[0]:
+        raise _no_a_derivative()
+    a, x = ins
+    return None, unbroadcast(_ew.mul(ct, _d_dx(a, x, out)), x)
+
+
+@random_gamma_grad_p.def_jvp
+def _gamma_grad_jvp(tangents, primals, out):
+    ta, tx = tangents
+    if ta is not None:
+        raise _no_a_derivative()
+    return None if tx is None else _ew.mul(tx, _d_dx(*primals, out))
+
+
 random_gamma_grad_p.def_batch(elementwise_batch(random_gamma_grad_p))
 
 
