@@ -183,3 +183,31 @@ def test_errors_name_the_sampler() -> None:
 def test_second_derivatives_in_the_shape_parameter_raise() -> None:
     with pytest.raises(fx.GradError, match="random_gamma_grad"):
         fx.grad(fx.grad(lambda a: fxr.gamma(KEY, a)))(2.0)
+
+
+def test_counting_samplers_match_jax_exactly() -> None:
+    """poisson (both algorithms), binomial (inversion and BTRS, both sides of p = 1/2),
+    multinomial and choice (every mode) draw JAX's values."""
+    k = fxr.key(3)
+    jk = jnp.asarray(k)
+    lam = np.array([0.0, 0.5, 3.0, 9.9, 10.0, 40.0, 1000.0])
+    assert np.array_equal(fxr.poisson(k, lam), jr.poisson(jk, lam))
+    n = np.array([0.0, 5.0, 20.0, 100.0, 1000.0])
+    p = np.array([0.1, 0.5, 0.7, 0.3, 0.9])
+    assert np.array_equal(fxr.binomial(k, n, p), jr.binomial(jk, n, p))
+    probs = np.array([0.2, 0.3, 0.5])
+    assert np.array_equal(fxr.multinomial(k, 20.0, probs), jr.multinomial(jk, 20.0, probs))
+    w = np.array([0.1, 0.2, 0.3, 0.4])
+    for kw in ({}, {"replace": False}, {"p": w}, {"replace": False, "p": w}):
+        assert np.array_equal(fxr.choice(k, 4, (3,), **kw), jr.choice(jk, 4, (3,), **kw)), kw
+    arr = np.arange(12.0).reshape(4, 3)
+    assert np.array_equal(fxr.choice(k, arr, (2,), replace=False),
+                          jr.choice(jk, arr, (2,), replace=False))
+
+
+def test_poisson_under_jit_and_vmap() -> None:
+    keys = fxr.split(KEY, 3)
+    lam = np.array([0.5, 30.0])
+    eager = np.stack([np.asarray(fxr.poisson(k, lam)) for k in keys])
+    assert np.array_equal(fx.vmap(lambda k: fxr.poisson(k, lam))(keys), eager)
+    assert np.array_equal(fx.jit(lambda k: fxr.poisson(k, lam))(keys[2]), eager[2])

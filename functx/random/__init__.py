@@ -100,6 +100,7 @@ from functx.random._continuous import (
     wald,
     weibull_min,
 )
+from functx.random._discrete import binomial, choice, multinomial, poisson
 from functx.random._gamma import (
     ball,
     beta,
@@ -120,6 +121,8 @@ __all__ = [
     # by transforming uniforms and normals
     "exponential", "laplace", "logistic", "cauchy", "pareto", "lognormal", "rayleigh", "wald",
     "weibull_min", "maxwell", "double_sided_maxwell", "triangular", "rademacher", "geometric",
+    # counts and draws from a population
+    "poisson", "binomial", "multinomial", "choice",
     # built on Gamma variates
     "gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "f", "generalized_normal",
     "ball",
