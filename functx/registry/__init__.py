@@ -74,6 +74,7 @@ from typing import Any, Callable, Iterable
 from functx.errors import FunctxError, MissingRuleError
 from functx.registry.composite import composite_jvp, composite_rules, composite_vjp
 from functx.registry.hooks import HOOKS, MissingHookError, register_hook
+from functx.registry.scalar import ScalarRule
 
 __all__ = ["Primitive", "Registry", "REGISTRY", "RULE_KINDS", "HOOKS", "MissingHookError",
            "register_hook", "composite_vjp", "composite_jvp", "composite_rules"]
@@ -86,7 +87,7 @@ class Primitive:
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
-                 "batch", "cache_abstract_eval",
+                 "batch", "cache_abstract_eval", "scalar", "simplify",
                  "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -114,6 +115,9 @@ class Primitive:
         # params are fresh objects at every call (a sub-trace, a closure) turns this off:
         # its entries would never hit again, and would keep their traces' constants alive.
         self.cache_abstract_eval = True
+        # compiler rules (functx.registry.scalar, functx.registry.rewrite); None: none
+        self.scalar: ScalarRule | None = None
+        self.simplify: Callable | None = None
         self._impl_cache: dict[str, Callable] = {}
         (REGISTRY if registry is None else registry).register(self)
 
@@ -204,6 +208,36 @@ class Primitive:
         module docstring); returns ``fn`` so it can be used as a decorator."""
         self.batch = fn
         return fn
+
+    def def_scalar(self, expr: Callable, *, operand_axes: Callable | None = None) -> Callable:
+        """Register how one output element is computed (a fusible primitive; see
+        :mod:`functx.registry.scalar`): ``expr(*inputs, out, **params) -> Expr | None`` on
+        per-element expressions. ``operand_axes(in_avals, out, **params)`` gives, per input,
+        the output axis of each input axis (default: NumPy broadcasting); a primitive that
+        only maps indices (``broadcast_in_dim``) gives it and returns its input.
+
+        Example:
+            >>> sin_p.def_scalar(lambda x, *, out: call("sin", x))
+        """
+        self.scalar = ScalarRule("broadcast" if operand_axes else "elementwise", expr,
+                                 operand_axes=operand_axes)
+        return expr
+
+    def def_scalar_reduction(self, combine: Callable, identity: Callable, axes: Callable,
+                             accumulator: Callable | None = None) -> None:
+        """Register a fusible reduction (see :mod:`functx.registry.scalar`): ``combine(acc,
+        x) -> Expr | None`` folds an element into the accumulator, ``identity(dtype)`` is
+        its start value, ``axes(**params)`` the reduced axes of the input and
+        ``accumulator(dtype)`` the accumulator's dtype (default: the input's)."""
+        self.scalar = ScalarRule("reduction", combine=combine, identity=identity, axes=axes,
+                                 accumulator=accumulator)
+
+    def def_simplify(self, rule: Callable) -> Callable:
+        """Register algebraic identities of this primitive for the trace optimisation
+        passes: ``rule(args, out, **params) -> None | Operand | Rewrite`` (see
+        :mod:`functx.registry.rewrite`)."""
+        self.simplify = rule
+        return rule
 
     def saved_input_indices(self, n_inputs: int) -> tuple[int, ...] | range:
         """The indices of the inputs whose values the VJP rule reads."""
