@@ -71,6 +71,17 @@ def _typed(dtype: np.dtype, text: str) -> str:
     return f"np.{dtype.name}({text})"
 
 
+def _literal_text(v: Any, dtype: np.dtype) -> str:
+    """A number as Numba-Python source of that dtype (``np.float32(0.9)``, ``np.inf``...)."""
+    dtype = np.dtype(dtype)
+    v = np.asarray(v).astype(dtype).item()
+    if dtype == np.bool_:
+        return repr(bool(v))
+    if isinstance(v, float) and not math.isfinite(v):
+        return _typed(dtype, "np.nan" if v != v else ("np.inf" if v > 0 else "-np.inf"))
+    return _typed(dtype, repr(v))
+
+
 class _Emitter:
     """Renders per-element expressions as Numba-Python statements, one temporary per
     node (shared nodes once), constants hoisted to the top of the function."""
@@ -83,13 +94,7 @@ class _Emitter:
         key = (e.dtype.str, repr(e.value))
         name = self.consts.get(key)
         if name is None:
-            v = e.value
-            if e.dtype == np.bool_:
-                text = repr(bool(v))
-            elif isinstance(v, float) and not math.isfinite(v):
-                text = _typed(e.dtype, "np.nan" if v != v else ("np.inf" if v > 0 else "-np.inf"))
-            else:
-                text = _typed(e.dtype, repr(v))
+            text = _literal_text(e.value, e.dtype)
             name = self.consts[key] = f"k{len(self.consts)}"
             self.const_lines.append(f"{name} = {text}")
         return name
@@ -188,7 +193,6 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
     em = _Emitter()
     em.const_lines = []
     body: list = []
-    memo: dict = {}
     names: dict = {}          # var -> local name of its element
     loads: dict = {}          # (var, axes) -> (local name, operand index)
     in_names = [f"in{i}" for i in range(len(c.inputs))]
@@ -236,7 +240,7 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
         expr = scalar_expr(e, leaves)
         lines: list = []
         out = e.outputs[0]
-        text = em.expr(expr, lines, memo)
+        text = em.expr(expr, lines, {})  # a memo per equation (ids of dead nodes recur)
         if not lines:  # the element is an operand as it is (a broadcast): a new name for it
             lines.append(f"v{len(names)} = {text}")
             text = f"v{len(names)}"
@@ -281,8 +285,7 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
     chunked = bool(red_out) and kept_n == 0 and L > 0
     loop = "prange" if parallel else "range"
     ind = "    "
-    init = [f"{acc} = {_typed(dt, repr(float(rule.identity(dt)) if dt.kind == 'f' else rule.identity(dt)))}"
-            for _, acc, dt, rule in red_out]
+    init = [f"{acc} = {_literal_text(rule.identity(dt), dt)}" for _, acc, dt, rule in red_out]
     finals = []
     for kind, v, oname, op in stores:
         if kind == "red":
@@ -330,6 +333,9 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
     return "\n".join(src) + "\n", outs, parallel
 
 
+_NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+                np.dtype(np.bool_): "boolean", np.dtype(np.int32): "int32",
+                np.dtype(np.int64): "int64"}
 _HEADER = ("import math\nimport numpy as np\nfrom numba import njit, prange\n\n\n"
            "@njit(parallel={parallel}, fastmath=False, error_model='numpy', cache=True)\n")
 _LOCK = threading.Lock()
@@ -348,6 +354,8 @@ class Kernel:
         self.name = f"fused_{index}"
         self.key = f"functx_kernel_{digest}"
         self.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.outputs]
+        self.signature = "void({})".format(", ".join(
+            f"{_NUMBA_TYPES[np.dtype(v.aval.dtype)]}[::1]" for v in [*c.inputs, *self.outputs]))
         self.cluster = c
         self.fn: Callable | None = None
 
@@ -360,7 +368,9 @@ class Kernel:
         if self.fn is None:
             with _LOCK:
                 if self.fn is None:
-                    self.fn = _load(self.key, self.source)
+                    fn = _load(self.key, self.source)
+                    fn.compile(self.signature)  # now (or from the disk cache), not at a call
+                    self.fn = fn
         return self.fn
 
     def __call__(self, *arrays: Any) -> list:
