@@ -340,3 +340,50 @@ def test_random_programs_compile_and_agree(program: tuple) -> None:
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol, equal_nan=True)
+
+
+# -- jit with the compiler against eager over the spec table ---------------------------------
+
+from tests.test_primitive_rules import SPECS, Call, cotangent_like, draw_rng  # noqa: E402
+from tests.test_primitive_transforms import (assert_tree_close, batched_case,  # noqa: E402
+                                             stack_outputs, tangents_for)
+
+# By default a sample (every fusible family, and a few that are not) keeps the suite fast:
+# each spec compiles several kernels. FUNCTX_TEST_COMPILER_SPECS=all runs every spec.
+SAMPLE = ("sin", "tanh", "logistic", "erf", "mul", "div", "max", "integer_pow", "select",
+          "clamp", "convert_element_type", "reduce_sum", "reduce_max", "broadcast_in_dim",
+          "dot_general", "transpose")
+ALL = os.environ.get("FUNCTX_TEST_COMPILER_SPECS") == "all"
+TABLE = SPECS if ALL else [s for s in SPECS if s.name in SAMPLE and not s.label]
+
+
+@pytest.mark.parametrize("spec", TABLE, ids=[s.id for s in TABLE])
+@settings(max_examples=3 if ALL else 1, deadline=None)
+@given(data=st.data())
+def test_jit_with_compiler_matches_eager_over_specs(spec: Any, data: Any) -> None:
+    """jit of each spec's function, its VJP, its JVP and its vmap, compiled, equal eager."""
+    call = Call(spec, data.draw(spec.args, label="args"))
+    rng = draw_rng(data)
+    args = call.dyn_args
+    with np.errstate(all="ignore"):
+        assert_tree_close(fx.jit(call.fn)(*args), call.fn(*args), f"{spec.id}: jit")
+        batched, axes, per_example = batched_case(call, data, rng, 2)
+        want = stack_outputs([call.fn(*ex) for ex in per_example])
+        got = fx.jit(fx.vmap(call.fn, in_axes=tuple(axes), axis_size=2))(*batched)
+        assert_tree_close(got, want, f"{spec.id}: jit(vmap)")
+        if not call.diff:
+            return
+        u = cotangent_like(call.fn(*args), rng)
+
+        def pull(u: Any, *xs: Any) -> Any:
+            cts = fx.vjp(call.fn, *xs)[1](u)
+            return tuple(cts[i] for i in call.diff)
+
+        assert_tree_close(fx.jit(pull)(u, *args), pull(u, *args), f"{spec.id}: jit(vjp)")
+        _, tangents = tangents_for(call, rng)
+
+        def push(ts: Any, *xs: Any) -> Any:
+            return fx.jvp(call.fn, xs, ts)[1]
+
+        assert_tree_close(fx.jit(push)(tangents, *args), push(tangents, *args),
+                          f"{spec.id}: jit(jvp)")
