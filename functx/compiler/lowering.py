@@ -12,7 +12,7 @@ import importlib.util
 import warnings
 from typing import Any
 
-from functx.compiler.cpu import Kernel
+from functx.compiler.cpu import Kernel, fuse_policy
 from functx.compiler.partition import Cluster, partition
 from functx.errors import FunctxError
 from functx.ir import AbstractArray, Eqn, Printer, Trace
@@ -45,7 +45,7 @@ def numba_available() -> bool:
 
 def fuse(trace: Trace) -> tuple[Trace, list[Kernel]]:
     """``trace`` with each fusion cluster as one ``fused`` equation, and the kernels."""
-    steps = partition(trace)
+    steps = partition(trace, fuse_policy)
     eqns, kernels = [], []
     for s in steps:
         if isinstance(s, Cluster):

@@ -14,14 +14,14 @@ place of its first equation. A cluster is kept only where fusing pays
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from functx.ir import Eqn, Literal, Trace, Var
 from functx.registry.scalar import Expr, const, var
 
-__all__ = ["Cluster", "partition", "fusible", "worth_fusing", "FUSIBLE_DTYPES", "SEARCH"]
+__all__ = ["Cluster", "partition", "fusible", "calls", "worth_fusing", "FUSIBLE_DTYPES", "SEARCH"]
 
 # dtypes the generated loops load, compute and store
 FUSIBLE_DTYPES = frozenset(np.dtype(d) for d in ("float32", "float64", "bool", "int32", "int64"))
@@ -96,8 +96,25 @@ def scalar_expr(e: Eqn, leaves: list) -> Expr | None:
     return e.prim.scalar.expr(*leaves, out=e.outputs[0].aval, **e.params)
 
 
-def fusible(e: Eqn) -> tuple[str, tuple] | None:
-    """``(kind, iteration shape)`` if the equation may join a cluster, else None."""
+def calls(expr: Expr) -> set:
+    """The function names (``call`` nodes) in a per-element expression."""
+    found, stack, seen = set(), [expr], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op == "call":
+            found.add(x.value)
+        stack.extend(x.args)
+    return found
+
+
+def fusible(e: Eqn, policy: Callable | None = None) -> tuple[str, tuple] | None:
+    """``(kind, iteration shape)`` if the equation may join a cluster, else None.
+
+    ``policy(e, expr)`` (a code generator's) may refuse an equation whose per-element
+    expression ``expr`` it computes worse than the unfused implementation does."""
     rule = e.prim.scalar
     if rule is None or e.prim.multiple_results or not e.inputs:
         return None
@@ -119,9 +136,10 @@ def fusible(e: Eqn) -> tuple[str, tuple] | None:
     if out.size == 0:
         return None
     try:
-        if scalar_expr(e, leaves) is None:
-            return None
+        expr = scalar_expr(e, leaves)
     except Exception:
+        return None
+    if expr is None or (policy is not None and not policy(e, expr)):
         return None
     return rule.kind, tuple(out.shape)
 
@@ -133,14 +151,15 @@ def worth_fusing(c: Cluster) -> bool:
     return n >= 2
 
 
-def partition(trace: Trace) -> list:
+def partition(trace: Trace, policy: Callable | None = None) -> list:
     """The trace's equations as a list of steps in execution order: each an :class:`Eqn`
-    run as it is or a :class:`Cluster` (its ``outputs`` set: the values used later)."""
+    run as it is or a :class:`Cluster` (its ``outputs`` set: the values used later).
+    ``policy`` is the code generator's veto (see :func:`fusible`)."""
     items: list = []
     where: dict = {}   # var -> index in items of the step computing it
     recent: dict = {}  # shape -> indices of the most recent clusters of that shape
     for e in trace.eqns:
-        info = fusible(e)
+        info = fusible(e, policy)
         target = None
         if info is not None:
             kind, shape = info
