@@ -229,11 +229,13 @@ def test_kernels_are_cached_on_disk() -> None:
     assert any(name.startswith(k.key) and name.endswith(".nbi") for name in cached)
 
 
-def test_large_cluster_runs_in_parallel_and_agrees() -> None:
-    x = np.random.default_rng(1).standard_normal((300, 200))
-    f = lambda x: fnp.sum(fnp.tanh(x) * fnp.sin(x), axis=0)  # noqa: E731
+@pytest.mark.parametrize("axis", [0, 1])
+def test_large_cluster_runs_in_parallel_and_agrees(axis: int) -> None:
+    x = np.random.default_rng(1).standard_normal((600, 500))
+    assert x.size >= cpu.PARALLEL_MIN
+    f = lambda x: fnp.sum(fnp.sqrt(x * x + 1.0) * fnp.sin(x), axis=axis)  # noqa: E731
     (k,) = fx.jit(f).lower(x).kernels
-    assert k.parallel and "prange" in k.source
+    assert k.parallel and "np.full" in k.source if axis == 0 else "prange" in k.source
     np.testing.assert_allclose(fx.jit(f)(x), f(x), rtol=1e-12)
 
 

@@ -170,7 +170,12 @@ class _Plan:
     def __init__(self, c: Cluster) -> None:
         n = len(c.shape)
         red = tuple(c.reduce_axes or ())
-        self.order = [a for a in range(n) if a not in red] + list(red)
+        # Memory order with an array of accumulators when the last axis is kept (a sum over
+        # the batch: rows added to a row, contiguous and vectorisable); else the kept axes
+        # outside and one scalar accumulator per reduced run.
+        self.natural = bool(red) and (n - 1) not in red
+        self.order = list(range(n)) if self.natural else \
+            [a for a in range(n) if a not in red] + list(red)
         self.reduced = [a in red for a in self.order]
         self.sizes = [c.shape[a] for a in self.order]
         self.operands: list = []  # stride vectors (over self.order), merged below
@@ -242,9 +247,9 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
             acc_dt = rule.accumulator(dt) if rule.accumulator else dt
             acc = f"acc{len(red_out)}"
             red_out.append((e.outputs[0], acc, acc_dt, rule))
-            step = rule.combine(var(acc, acc_dt), var(src, dt) if dt == acc_dt else
+            step = rule.combine(var("r" + acc, acc_dt), var(src, dt) if dt == acc_dt else
                                 Expr("cast", (var(src, dt),), acc_dt))
-            lines: list = []
+            lines = [f"r{acc} = {acc}[ko]" if plan.natural else f"r{acc} = {acc}"]
             text = em.expr(step, lines, {})
             body.append(("reduce", acc, text, lines))
             continue
@@ -273,14 +278,15 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
     red_vars = {r[0] for r in red_out}
     stores = []
     full = _strides(c.shape)
+    kept = [a for a in range(len(c.shape)) if a not in (c.reduce_axes or ())]
+    kept_size = int(np.prod([c.shape[a] for a in kept], dtype=np.int64))
+    by_axis = [0] * len(c.shape)
+    for st, a in zip(_strides(tuple(c.shape[a] for a in kept)), kept):
+        by_axis[a] = st
+    kept_op = plan.add(by_axis)  # the offset of a reduction's result
     for v, oname in zip(outs, out_names):
         if v in red_vars:
-            kept = [a for a in range(len(c.shape)) if a not in (c.reduce_axes or ())]
-            st = _strides(tuple(c.shape[a] for a in kept))
-            by_axis = [0] * len(c.shape)
-            for s, a in zip(st, kept):
-                by_axis[a] = s
-            stores.append(("red", v, oname, plan.add(by_axis)))
+            stores.append(("red", v, oname, kept_op))
         else:
             stores.append(("elem", v, oname, plan.add(list(full))))
     # reductions: the kept-axes operand of each reduced result (for outputs not stored too)
@@ -294,16 +300,18 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
     inner: list = []
     for key, (lname, op, arr) in loads.items():
         inner.append(f"{lname} = {arr}[{_offset(plan.operands[op], loop_vars)}]")
+    if red_out and plan.natural:
+        inner.append(f"ko = {_offset(plan.operands[kept_op], loop_vars)}")
     for item in body:
         if item[0] == "lines":
             inner += item[1]
         else:
             _, acc, step, lines = item
-            inner += lines + [f"{acc} = {step}"]
+            inner += lines + [f"{acc}[ko] = {step}" if plan.natural else f"{acc} = {step}"]
     for kind, v, oname, op in stores:
         if kind == "elem":
             inner.append(f"{oname}[{_offset(plan.operands[op], loop_vars)}] = {names[v]}")
-    chunked = bool(red_out) and kept_n == 0 and L > 0
+    chunked = bool(red_out) and kept_n == 0 and L > 0 and not plan.natural
     loop = "prange" if parallel else "range"
     ind = "    "
     init = [f"{acc} = {_literal_text(rule.identity(dt), dt)}" for _, acc, dt, rule in red_out]
@@ -312,7 +320,20 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
         if kind == "red":
             acc, dt_out = next((a, np.dtype(r.aval.dtype)) for r, a, _, _ in red_out if r is v)
             finals.append((oname, op, acc, dt_out))
-    if not chunked:
+    if plan.natural:
+        src += [f"    {acc} = np.full({kept_size}, {_literal_text(rule.identity(dt), dt)})"
+                for _, acc, dt, rule in red_out]
+        depth = 1
+        for k in range(L):
+            rng = loop if k == 0 and not plan.reduced[0] else "range"  # no race on acc
+            src.append(ind * depth + f"for {loop_vars[k]} in {rng}({plan.sizes[k]}):")
+            depth += 1
+        src += [ind * depth + ln for ln in inner]
+        if finals:
+            src.append(f"    for ko in range({kept_size}):")
+            src += [f"        {oname}[ko] = {_typed(dt_out, acc + '[ko]')}"
+                    for oname, op, acc, dt_out in finals]
+    elif not chunked:
         depth = 1
         for k in range(L):
             if k == kept_n:  # the first reduced loop: the accumulators start here
@@ -351,7 +372,8 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
             src.append(f"        {acc} = {step}")
         for oname, op, acc, dt_out in finals:
             src.append(f"    {oname}[0] = {_typed(dt_out, acc)}")
-    return "\n".join(src) + "\n", outs, parallel
+    text = "\n".join(src) + "\n"
+    return text, outs, "prange(" in text  # parallel only where a loop can be
 
 
 _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",

@@ -62,6 +62,12 @@ registers when it is imported (``functx.registry.hooks``): ``HOOKS.vjp``, ``HOOK
 few rules written with NumPy-style functions). A rule prefers other primitives' ``bind``
 functions to ``HOOKS.numpy``. Using a hook nobody registered raises ``MissingHookError``.
 
+Compiler rules (optional; ``jit``'s compiler reads them, never naming a primitive):
+``prim.def_scalar(expr, operand_axes=...)`` / ``prim.def_scalar_reduction(...)`` say how one
+output element is computed, as a typed expression tree any code generator renders
+(:mod:`functx.registry.scalar`), and ``prim.def_simplify(rule)`` gives the primitive's
+algebraic identities to the simplification pass (:mod:`functx.registry.rewrite`).
+
 ``python -m functx.registry`` prints which rules every primitive has.
 """
 from __future__ import annotations
