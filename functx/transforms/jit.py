@@ -47,7 +47,7 @@ from functx.compiler.passes import optimize
 from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
                              get_default_device)
 from functx.errors import ArgumentTypeError, FunctxError
-from functx.ir import Literal, Trace, abstractify
+from functx.ir import Literal, Trace, abstractify, typecheck
 from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_constants,
                             trace_function)
 from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
@@ -73,6 +73,8 @@ class _Compiled:
         trace = snapshot_constants(trace)
         if compiler != "none":
             trace = optimize(trace)
+            if tracing.CHECK_TRACES:  # tests: the passes keep every type
+                typecheck(trace)
         self.trace, self.dying = prune_with_last_uses(trace)
         self.compiler = compiler
         self._lowered: Lowered | None = None
@@ -131,6 +133,8 @@ class _Compiled:
                 fused, kernels = fuse(self.trace)
             else:
                 fused, kernels = self.trace, []
+            if tracing.CHECK_TRACES:
+                typecheck(fused)
             self._lowered = Lowered(self.trace, fused, kernels, self.compiler)
         return self._lowered
 
