@@ -397,6 +397,7 @@ class Kernel:
         self.name = f"fused_{index}"
         self.key = f"functx_kernel_{digest}"
         self.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.outputs]
+        self.flat_avals = [(max(int(np.prod(s, dtype=np.int64)), 1), d) for s, d in self.out_avals]
         self.signature = "void({})".format(", ".join(
             f"{_NUMBA_TYPES[np.dtype(v.aval.dtype)]}[::1]" for v in [*c.inputs, *self.outputs]))
         self.cluster = c
@@ -418,10 +419,11 @@ class Kernel:
 
     def __call__(self, *arrays: Any) -> list:
         fn = self.fn or self.compile()
-        flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
-        outs = [np.empty(shape, dtype) for shape, dtype in self.out_avals]
-        fn(*flat, *[o.reshape(-1) for o in outs])
-        return outs
+        # ravel: a view of a contiguous array, a contiguous copy of a strided one
+        flat = [np.ravel(a) for a in arrays]
+        outs = [np.empty(size, dtype) for size, dtype in self.flat_avals]
+        fn(*flat, *outs)
+        return [o.reshape(shape) for o, (shape, _) in zip(outs, self.out_avals)]
 
 
 def _load(key: str, source: str) -> Callable:
