@@ -287,6 +287,41 @@ def test_compiler_switch() -> None:
         compiler.set_jit_compiler("llvm")
 
 
+# -- the same scalar rules rendered as C (for the CUDA generator) --------------------------
+
+def test_every_scalar_rule_renders_as_c_in_single_precision() -> None:
+    """Each registered elementwise scalar rule, on float32 operands, renders as C that uses
+    float functions and float constants only (no silent double work)."""
+    from functx.compiler.c_expr import render_c
+    from functx.registry import REGISTRY
+    from functx.registry.scalar import var
+    params = {"integer_pow": {"y": 3}, "round": {"rounding_method": "half_to_even"},
+              "convert_element_type": {"new_dtype": np.dtype(np.float32)}}
+    n_ins = {"select": 3, "clamp": 3}
+    rendered = 0
+    for p in REGISTRY:
+        rule = p.scalar
+        if rule is None or rule.kind != "elementwise":
+            continue
+        k = n_ins.get(p.name, 2 if p.name in {"add", "sub", "mul", "div", "rem", "max", "min",
+                                              "pow", "atan2", "eq", "ne", "lt", "le", "gt",
+                                              "ge", "and", "or", "xor"} else 1)
+        xs = [var(f"x{i}", np.float32) for i in range(k)]
+        if p.name == "select":
+            xs[0] = var("x0", np.bool_)
+        out = fx.ShapeDtype((), np.float32)
+        expr = rule.expr(*xs, out=out, **params.get(p.name, {}))
+        if expr is None:  # bool-only rules (and, not...) decline float32
+            continue
+        lines, result = render_c(expr)
+        text = "\n".join(lines)
+        assert "double" not in text and "(double)" not in text, (p.name, text)
+        for fn in ("sin(", "exp(", "tanh(", "log(", "sqrt(", "erf("):
+            assert fn not in text, (p.name, text)  # the float versions: sinf(...)
+        rendered += 1
+    assert rendered >= 35
+
+
 # -- hypothesis: random elementwise/reduction programs compiled vs eager ----------------------
 
 UNARY = [ew.sin, ew.cos, ew.tanh, ew.exp, ew.logistic, ew.neg, ew.abs,

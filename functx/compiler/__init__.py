@@ -4,7 +4,9 @@ generators (layer 5, beside the transforms; ``functx.transforms.jit`` uses it).
 * :mod:`functx.compiler.passes`: CSE, constant folding, algebraic simplification, DCE;
 * :mod:`functx.compiler.partition`: clusters of elementwise/broadcast ops with trailing
   reductions, decided from the registry's scalar rules (shared with a GPU generator);
-* :mod:`functx.compiler.cpu`: each cluster as one Numba loop nest (multi-threaded).
+* :mod:`functx.compiler.cpu`: each cluster as one Numba loop nest (multi-threaded);
+* :mod:`functx.compiler.c_expr`: the same per-element expressions as C (for the CUDA
+  generator of issue 20; tested on the CPU as text);
 * :mod:`functx.compiler.lowering`: a jit signature's optimised trace with its kernels, and
   the fused trace the executor runs.
 
