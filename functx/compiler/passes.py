@@ -95,7 +95,9 @@ def _host_value(v: Any) -> Any:
 def fold_constants(trace: Trace, limit: int = FOLD_LIMIT) -> Trace:
     """The trace with equations whose inputs are all known (literals, host constants)
     computed now, when the result has at most ``limit`` elements: a 0-d result becomes a
-    literal, a bigger one a new constant of the trace."""
+    literal, a bigger one a new constant of the trace (only where a host constant is among
+    the inputs: literals alone follow the trace onto its device, a new host array would
+    not)."""
     known: dict = {v: _host_value(c) for v, c in zip(trace.const_vars, trace.const_values)
                    if _host_value(c) is not None}
     env: dict = {}
@@ -112,6 +114,11 @@ def fold_constants(trace: Trace, limit: int = FOLD_LIMIT) -> Trace:
         try:
             value = np.asarray(bind(e.prim, *[np.asarray(v) for v in vals], **e.params))
         except Exception:  # leave errors to run time, where they are explained
+            eqns.append(e._replace(inputs=ins))
+            continue
+        if value.ndim and not any(type(a) is Var for a in ins):
+            # from literals alone (which join whatever device the trace runs on): only a
+            # 0-d result, itself a literal, keeps that; a host array would not
             eqns.append(e._replace(inputs=ins))
             continue
         if value.shape != out.aval.shape or value.dtype != out.aval.dtype:
