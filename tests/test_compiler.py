@@ -219,6 +219,22 @@ def test_float32_stays_float32_in_kernels() -> None:
     np.testing.assert_allclose(got, f(x), rtol=4e-7)
 
 
+def test_numba_functions_of_float32_return_float32() -> None:
+    """The generator writes np.sin(x) etc. without a cast: Numba must keep float32."""
+    from numba import njit
+    names = sorted(set(cpu._FUNCS.values()) - {"np.isfinite", "np.isnan"})
+    two = {"np.arctan2", "np.power"}
+    src = "def probe(x):\n    return (" + ", ".join(
+        f"{n}(x, x)" if n in two else f"{n}(x)" for n in names) + ",)\n"
+    scope = {"np": np, "math": __import__("math")}
+    exec(src, scope)
+    probe = njit(error_model="numpy")(scope["probe"])
+    out = probe(np.float32(0.5))
+    assert all(type(v) is np.float32 or isinstance(v, float) for v in out)
+    sig = probe.nopython_signatures[0]
+    assert all(str(t) == "float32" for t in sig.return_type), sig.return_type
+
+
 def test_kernels_are_cached_on_disk() -> None:
     x = np.linspace(0, 1, 7)
     low = fx.jit(lambda x: fnp.cos(fnp.sin(x) + 0.25)).lower(x).compile()
