@@ -222,7 +222,7 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
     loads: dict = {}          # (var, axes) -> (local name, operand index)
     in_names = [f"in{i}" for i in range(len(c.inputs))]
     in_index = {v: i for i, v in enumerate(c.inputs)}
-    red_out: list = []        # (var, acc name, acc dtype, identity, combine-expr builder)
+    red_out: list = []        # (result var, accumulator name, its dtype, the reduction rule)
 
     def load(v: Var, axes: tuple) -> str:
         key = (v, axes)
@@ -288,7 +288,6 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
             stores.append(("red", v, oname, kept_op))
         else:
             stores.append(("elem", v, oname, plan.add(list(full))))
-    # reductions: the kept-axes operand of each reduced result (for outputs not stored too)
     plan.merge()
 
     L = len(plan.sizes)
