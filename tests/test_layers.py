@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     "functx.registry.__main__": 8,  # `python -m functx.registry`: a program, imported by nobody
     "functx.primitives": 4,
     "functx.transforms": 5,
+    "functx.compiler": 5,
     "functx.checkpoint_policies": 5,
     "functx.numpy": 6,
     "functx.lax": 7,

@@ -20,6 +20,8 @@ from functx.primitives import shape as _shape
 from functx.primitives._batching import linear_jvp
 from functx.primitives._util import compute_dtype, is_float, normalize_axes
 from functx.registry import Primitive
+from functx.registry.rewrite import Rewrite, literal
+from functx.registry.scalar import where
 from functx.tracing import bind
 
 
@@ -93,6 +95,40 @@ reduce_sum_p.def_jvp(linear_jvp(reduce_sum_p))
 reduce_sum_p.def_batch(_axes_batch(reduce_sum_p))
 
 
+def _real_float(dtype: Any) -> bool:
+    return np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize in (4, 8)
+
+
+# compiler rules: the fused loop accumulates float32 in float64 (one rounding at the end)
+reduce_sum_p.def_scalar_reduction(
+    combine=lambda acc, x: acc + x if _real_float(x.dtype) else None,
+    identity=lambda dtype: 0, axes=lambda *, axes: axes,
+    accumulator=lambda dtype: np.dtype(np.float64))
+
+
+@reduce_sum_p.def_simplify
+def _sum_simplify(args, out, *, axes):
+    """``sum over no axes -> x``; a sum over exactly the axes a ``broadcast_in_dim`` added
+    (the cotangent plumbing of broadcasting) -> ``x * count`` (exact when count is a power
+    of two, else rounded once, as the sum's repeated additions are not)."""
+    x = args[0]
+    if not axes and x.shape == tuple(out.shape) and x.dtype == out.dtype:
+        return x
+    prod = x.producer
+    if prod is None or prod.prim is not _shape.broadcast_in_dim_p or x.dtype.kind != "f":
+        return None
+    src, dims = prod.args[0], prod.params["broadcast_dimensions"]
+    added = tuple(i for i in range(len(x.shape)) if i not in dims)
+    if added != tuple(axes) or src.shape != tuple(out.shape) or src.dtype != out.dtype:
+        return None
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    if count == 1:
+        return src
+    if count & (count - 1):  # not a power of two: x * n and n additions may round apart
+        return None
+    return Rewrite(_ew.mul_p, (src, literal(count, out.dtype)), {})
+
+
 def reduce_sum(x: Any, axes: Sequence[int]) -> Any:
     """The sum of ``x`` over ``axes`` (non-negative, distinct ints), in ``x``'s dtype."""
     return bind(reduce_sum_p, x, axes=tuple(axes))
@@ -152,6 +188,9 @@ reduce_max_p.def_impl(_make_extremum_impl(is_max=True))
 reduce_max_p.def_vjp(_extremum_vjp, save_inputs=(0,), save_output=True)
 reduce_max_p.def_jvp(_extremum_jvp)
 reduce_max_p.def_batch(_axes_batch(reduce_max_p))
+reduce_max_p.def_scalar_reduction(  # NaN propagates, as NumPy's max
+    combine=lambda acc, x: where((x > acc) | x.ne(x), x, acc) if _real_float(x.dtype) else None,
+    identity=lambda dtype: -np.inf, axes=lambda *, axes: axes)
 
 
 def reduce_max(x: Any, axes: Sequence[int]) -> Any:
@@ -170,6 +209,9 @@ reduce_min_p.def_impl(_make_extremum_impl(is_max=False))
 reduce_min_p.def_vjp(_extremum_vjp, save_inputs=(0,), save_output=True)
 reduce_min_p.def_jvp(_extremum_jvp)
 reduce_min_p.def_batch(_axes_batch(reduce_min_p))
+reduce_min_p.def_scalar_reduction(
+    combine=lambda acc, x: where((x < acc) | x.ne(x), x, acc) if _real_float(x.dtype) else None,
+    identity=lambda dtype: np.inf, axes=lambda *, axes: axes)
 
 
 def reduce_min(x: Any, axes: Sequence[int]) -> Any:

@@ -30,6 +30,7 @@ from functx.primitives import indexing as _ix
 from functx.primitives import reduction as _red
 from functx.primitives._util import fmt, ndim_of, normalize_axes, same_dtypes, shape_of
 from functx.registry import Primitive
+from functx.registry.rewrite import Rewrite
 from functx.tracing import Tracer, bind
 
 _pyslice = slice  # this module defines a `slice` primitive wrapper
@@ -184,6 +185,20 @@ reshape_p.def_vjp(lambda ct, ins, out, *, new_sizes: (reshape(ct, ins[0].shape),
 reshape_p.def_jvp(_b.linear_jvp(reshape_p))
 
 
+@reshape_p.def_simplify
+def _reshape_simplify(args, out, *, new_sizes):
+    """``reshape`` to the same shape -> ``x``; a reshape of a reshape -> one reshape."""
+    x = args[0]
+    if x.shape == tuple(new_sizes):
+        return x
+    prod = x.producer
+    if prod is not None and prod.prim is reshape_p:
+        src = prod.args[0]
+        return src if src.shape == tuple(new_sizes) else \
+            Rewrite(reshape_p, (src,), {"new_sizes": tuple(new_sizes)})
+    return None
+
+
 @reshape_p.def_batch
 def _reshape_batch(args, dims, *, new_sizes):
     x = _b.moveaxis(args[0], dims[0], 0)  # the batch must lead for C-order regrouping
@@ -232,6 +247,25 @@ def _bid_vjp(ct, ins, out, *, shape, broadcast_dimensions):
 
 
 broadcast_in_dim_p.def_jvp(_b.linear_jvp(broadcast_in_dim_p))
+# compiler rules: an element of the output is the element of x at the mapped axes
+broadcast_in_dim_p.def_scalar(
+    lambda x, *, out, shape, broadcast_dimensions: x,
+    operand_axes=lambda avals, out, *, shape, broadcast_dimensions: (broadcast_dimensions,))
+
+
+@broadcast_in_dim_p.def_simplify
+def _bid_simplify(args, out, *, shape, broadcast_dimensions):
+    """A broadcast to the operand's own shape -> ``x``; a broadcast of a broadcast -> one."""
+    x = args[0]
+    if x.shape == tuple(shape):
+        return x
+    prod = x.producer
+    if prod is not None and prod.prim is broadcast_in_dim_p:
+        inner = prod.params["broadcast_dimensions"]
+        dims = tuple(broadcast_dimensions[d] for d in inner)
+        return Rewrite(broadcast_in_dim_p, (prod.args[0],),
+                       {"shape": tuple(shape), "broadcast_dimensions": dims})
+    return None
 
 
 @broadcast_in_dim_p.def_batch
@@ -266,6 +300,22 @@ transpose_p.def_impl(lambda xp, x, *, permutation: xp.transpose(x, permutation))
 transpose_p.def_vjp(lambda ct, ins, out, *, permutation:
                     (transpose(ct, tuple(np.argsort(permutation).tolist())),))
 transpose_p.def_jvp(_b.linear_jvp(transpose_p))
+
+
+@transpose_p.def_simplify
+def _transpose_simplify(args, out, *, permutation):
+    """The identity permutation -> ``x``; a transpose of a transpose -> one (or none)."""
+    x = args[0]
+    if tuple(permutation) == tuple(range(len(permutation))):
+        return x
+    prod = x.producer
+    if prod is not None and prod.prim is transpose_p:
+        inner = prod.params["permutation"]
+        perm = tuple(inner[p] for p in permutation)
+        if perm == tuple(range(len(perm))):
+            return prod.args[0]
+        return Rewrite(transpose_p, (prod.args[0],), {"permutation": perm})
+    return None
 
 
 @transpose_p.def_batch

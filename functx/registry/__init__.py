@@ -71,6 +71,12 @@ registers when it is imported (``functx.registry.hooks``): ``HOOKS.vjp``, ``HOOK
 few rules written with NumPy-style functions). A rule prefers other primitives' ``bind``
 functions to ``HOOKS.numpy``. Using a hook nobody registered raises ``MissingHookError``.
 
+Compiler rules (optional; ``jit``'s compiler reads them, never naming a primitive):
+``prim.def_scalar(expr, operand_axes=...)`` / ``prim.def_scalar_reduction(...)`` say how one
+output element is computed, as a typed expression tree any code generator renders
+(:mod:`functx.registry.scalar`), and ``prim.def_simplify(rule)`` gives the primitive's
+algebraic identities to the simplification pass (:mod:`functx.registry.rewrite`).
+
 ``python -m functx.registry`` prints which rules every primitive has.
 """
 from __future__ import annotations
@@ -83,6 +89,7 @@ from typing import Any, Callable, Iterable
 from functx.errors import FunctxError, MissingRuleError
 from functx.registry.composite import composite_jvp, composite_rules, composite_vjp
 from functx.registry.hooks import HOOKS, MissingHookError, register_hook
+from functx.registry.scalar import ScalarRule
 
 __all__ = ["Primitive", "Registry", "REGISTRY", "RULE_KINDS", "HOOKS", "MissingHookError",
            "register_hook", "composite_vjp", "composite_jvp", "composite_rules"]
@@ -95,7 +102,7 @@ class Primitive:
 
     __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
-                 "batch", "dce", "cache_abstract_eval", "has_effects",
+                 "batch", "dce", "cache_abstract_eval", "has_effects", "scalar", "simplify",
                  "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -132,6 +139,9 @@ class Primitive:
         # True, False, or a function of an equation's params (a higher-order primitive:
         # whether its sub-trace has effects).
         self.has_effects: bool | Callable[[dict], bool] = False
+        # compiler rules (functx.registry.scalar, functx.registry.rewrite); None: none
+        self.scalar: ScalarRule | None = None
+        self.simplify: Callable | None = None
         self._impl_cache: dict[str, Callable] = {}
         (REGISTRY if registry is None else registry).register(self)
 
@@ -233,6 +243,36 @@ class Primitive:
         body. Returns ``fn``, so it can be used as a decorator."""
         self.dce = fn
         return fn
+
+    def def_scalar(self, expr: Callable, *, operand_axes: Callable | None = None) -> Callable:
+        """Register how one output element is computed (a fusible primitive; see
+        :mod:`functx.registry.scalar`): ``expr(*inputs, out, **params) -> Expr | None`` on
+        per-element expressions. ``operand_axes(in_avals, out, **params)`` gives, per input,
+        the output axis of each input axis (default: NumPy broadcasting); a primitive that
+        only maps indices (``broadcast_in_dim``) gives it and returns its input.
+
+        Example:
+            >>> sin_p.def_scalar(lambda x, *, out: call("sin", x))
+        """
+        self.scalar = ScalarRule("broadcast" if operand_axes else "elementwise", expr,
+                                 operand_axes=operand_axes)
+        return expr
+
+    def def_scalar_reduction(self, combine: Callable, identity: Callable, axes: Callable,
+                             accumulator: Callable | None = None) -> None:
+        """Register a fusible reduction (see :mod:`functx.registry.scalar`): ``combine(acc,
+        x) -> Expr | None`` folds an element into the accumulator, ``identity(dtype)`` is
+        its start value, ``axes(**params)`` the reduced axes of the input and
+        ``accumulator(dtype)`` the accumulator's dtype (default: the input's)."""
+        self.scalar = ScalarRule("reduction", combine=combine, identity=identity, axes=axes,
+                                 accumulator=accumulator)
+
+    def def_simplify(self, rule: Callable) -> Callable:
+        """Register algebraic identities of this primitive for the trace optimisation
+        passes: ``rule(args, out, **params) -> None | Operand | Rewrite`` (see
+        :mod:`functx.registry.rewrite`)."""
+        self.simplify = rule
+        return rule
 
     def saved_input_indices(self, n_inputs: int) -> tuple[int, ...] | range:
         """The indices of the inputs whose values the VJP rule reads."""

@@ -9,9 +9,15 @@ functx spends its time on small arrays. Calls with tracers (``grad(jit(f))``,
 ``vmap(jit(f))``, ``jit`` inside ``jit``) replay the same trace through ``bind``, so ``jit``
 composes with every transform.
 
-What this version does not do yet (docs/design.md, section 6): optimisation passes beyond dead
-code elimination (common subexpressions, constant folding, algebraic simplification),
-fused elementwise kernels on CUDA and CUDA-graph replay.
+The compiler (``functx.compiler``; ``FUNCTX_JIT_COMPILER`` or
+``functx.compiler.set_jit_compiler``, default ``"numba"``): each new signature's trace goes
+through the optimisation passes (common subexpressions, constant folding, algebraic
+simplification, dead code), and on the CPU its clusters of elementwise, broadcasting and
+reduction operations run as fused, multi-threaded Numba kernels (compiled on the first call
+of the signature, cached on disk). ``jitted.lower(*args).as_text()`` shows the optimised
+trace, its clusters and the kernel sources. With ``"none"``, the trace is replayed as traced.
+Not done yet: fused kernels on CUDA and CUDA-graph replay (the GPU replays the optimised
+trace).
 
 As in JAX, the traced function must be pure: Python side effects run once per signature,
 arrays it closes over are captured as constants when it is traced (later changes to a
@@ -28,16 +34,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from functx import compiler as _compiler
 from functx import tracing, tree
+from functx.compiler.lowering import Lowered, fuse, numba_available
+from functx.compiler.passes import optimize
 from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
                              get_default_device)
 from functx.errors import ArgumentTypeError, FunctxError
-from functx.ir import Literal, Trace, abstractify
+from functx.ir import Literal, Trace, abstractify, typecheck
 from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_constants,
                             trace_function)
 from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
@@ -55,11 +65,19 @@ class _Compiled:
     """One cached signature: the pruned trace, its liveness plan, the output tree and, per
     backend, the lean executor's step list (built on first use)."""
 
-    __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers")
+    __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers", "compiler",
+                 "_lowered")
 
-    def __init__(self, trace: Trace, out_tree: Any) -> None:
+    def __init__(self, trace: Trace, out_tree: Any, compiler: str = "none") -> None:
         # the constants are kept for later calls: snapshots of the caller's writeable arrays
-        self.trace, self.dying = prune_with_last_uses(snapshot_constants(trace))
+        trace = snapshot_constants(trace)
+        if compiler != "none":
+            trace = optimize(trace)
+            if tracing.CHECK_TRACES:  # tests: the passes keep every type
+                typecheck(trace)
+        self.trace, self.dying = prune_with_last_uses(trace)
+        self.compiler = compiler
+        self._lowered: Lowered | None = None
         self.out_tree = out_tree
         self.plans: dict[str, Any] = {}
         # f closed over a tracer of an enclosing transform: the trace is good for this
@@ -77,7 +95,10 @@ class _Compiled:
         numbers. The steps are planned by ``walk`` (see :func:`_plan`)."""
         plan = self.plans.get(backend.name)
         if plan is None:
-            plan = self.plans[backend.name] = _plan(self.trace, self.dying, backend)
+            trace, dying = self.trace, self.dying
+            if backend is _CPU and self.compiler == "numba":
+                trace, dying = self.fused_trace()
+            plan = self.plans[backend.name] = _plan(trace, dying, backend)
         if plan is False:
             return eval_trace(self.trace, *inputs, dying=self.dying)
         env, steps, out_slots = plan
@@ -103,6 +124,37 @@ class _Compiled:
                 env[k] = None
         outs = [env[k] for k in out_slots]
         return [finalize_cpu(o, inputs) for o in outs] if on_cpu else outs
+
+
+    def lower(self) -> Lowered:
+        """The optimised trace with its clusters and kernel sources (nothing compiled)."""
+        if self._lowered is None:
+            if self.compiler == "numba" and not self.closes_over_tracers:
+                fused, kernels = fuse(self.trace)
+            else:
+                fused, kernels = self.trace, []
+            if tracing.CHECK_TRACES:
+                typecheck(fused)
+            self._lowered = Lowered(self.trace, fused, kernels, self.compiler)
+        return self._lowered
+
+    def fused_trace(self) -> tuple[Trace, list]:
+        """``(trace, dying)`` the CPU executor runs: the fused trace with its kernels
+        compiled, or the optimised trace where Numba is missing or a kernel fails to
+        compile (with a warning naming it)."""
+        if not numba_available():
+            return self.trace, self.dying
+        lowered = self.lower()
+        for k in lowered.kernels:
+            try:
+                k.compile()
+            except Exception as err:  # a generator bug must not break the user's program
+                warnings.warn(f"functx.jit: the fused kernel {k.name} failed to compile "
+                              f"({type(err).__name__}: {str(err)[:300]}); this signature "
+                              "runs unfused. Please report it with the output of "
+                              "jit(f).lower(*args).as_text().", stacklevel=4)
+                return self.trace, self.dying
+        return prune_with_last_uses(lowered.fused)
 
 
 class Executor:
@@ -271,7 +323,8 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
     Returns:
         A function with ``f``'s signature and results. ``.cache_size()`` tells how many
         signatures are cached (at most :data:`CACHE_SIZE`, least recently used evicted
-        first) and ``.clear_cache()`` empties the cache.
+        first), ``.clear_cache()`` empties the cache, and ``.lower(*args)`` returns the
+        optimised trace and generated kernels for those arguments (``.as_text()``).
 
     Aliasing: results never share memory with a writeable argument (an argument returned
     as it is, or a view of one, is copied), and the arrays ``f`` closes over are captured
@@ -311,8 +364,7 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                     "static arguments positionally, or fix static_argnums.")
         return pos
 
-    @functools.wraps(f)
-    def jitted(*args: Any, **kwargs: Any) -> Any:
+    def lookup(args: tuple, kwargs: dict) -> tuple:
         n = len(args)
         static_pos = static_positions(n) if nums else set()
         flat = flatten_args(args, kwargs, fname, static_pos, names)
@@ -336,6 +388,11 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                     cache.popitem(last=False)  # the least recently used signature
         else:
             cache.move_to_end(key)
+        return compiled, leaves, avals, devices
+
+    @functools.wraps(f)
+    def jitted(*args: Any, **kwargs: Any) -> Any:
+        compiled, leaves, avals, devices = lookup(args, kwargs)
         backends_in = {d.platform for d in devices if d is not None}
         if len(backends_in) <= 1 and not compiled.closes_over_tracers and \
                 not any(type(x) is Tracer for x in leaves):
@@ -346,6 +403,12 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                               dying=compiled.dying)
         return tree.unflatten(compiled.out_tree, outs)
 
+    def lower(*args: Any, **kwargs: Any) -> Lowered:
+        """The optimised trace, clusters and generated kernel sources for these arguments
+        (``.as_text()``; ``.compile()`` compiles the kernels now). Traces like a call."""
+        return lookup(args, kwargs)[0].lower()
+
+    jitted.lower = lower  # type: ignore[attr-defined]
     jitted.cache_size = lambda: len(cache)  # type: ignore[attr-defined]
     jitted.clear_cache = cache.clear  # type: ignore[attr-defined]
     return jitted
@@ -359,4 +422,4 @@ def _scalars_as_arrays(leaves: list, avals: tuple, xp: Any) -> list:
 
 def _compile(f: Callable, fname: str, flat: FlatArgs) -> _Compiled:
     trace, out_tree, _ = trace_function(f, flat.args, {}, fname, flat=flat, device_scope=True)
-    return _Compiled(trace, out_tree)
+    return _Compiled(trace, out_tree, _compiler.jit_compiler())

@@ -28,6 +28,9 @@ from functx.primitives.elementwise._common import (
     scalar,
     unary,
     unbroadcast,
+    real_float,
+    scalar_call,
+    scalar_float,
 )
 from functx.primitives.elementwise._comparison import (
     convert_element_type,
@@ -38,7 +41,43 @@ from functx.primitives.elementwise._comparison import (
     select,
 )
 from functx.registry import Primitive
+from functx.registry.rewrite import known_scalar
+from functx.registry.scalar import call, where
 from functx.tracing import bind
+
+
+# -- simplification rules (functx.registry.rewrite) ------------------------------------------
+
+def _identity_operand(args: list, out: Any, unit: int, either: bool) -> Any:
+    """``x op unit -> x`` (``either``: also ``unit op x``) where ``x`` already has the
+    output's shape and dtype: ``x + 0``, ``x - 0``, ``x * 1``, ``x / 1`` (exact for every
+    ``x``, NaN and infinities included; ``-0.0 + 0`` gives ``-0.0``, equal to ``0.0``)."""
+    pairs = [(args[0], args[1])] + ([(args[1], args[0])] if either else [])
+    for x, c in pairs:
+        if x.shape == tuple(out.shape) and x.dtype == out.dtype and known_scalar(c) == unit \
+                and x.dtype.kind in "fiu":
+            return x
+    return None
+
+
+def _involution(args: list, prim: Primitive) -> Any:
+    """``f(f(x)) -> x`` for a primitive that is its own inverse (``neg``)."""
+    prod = args[0].producer
+    return prod.args[0] if prod is not None and prod.prim is prim else None
+
+
+def _integer_pow_scalar(x: Any, *, y: int) -> Any:
+    """``x ** y`` by repeated squaring, as NumPy's integer power of floats (``1 / x**-y``
+    for negative ``y``)."""
+    n, result, base = y if y >= 0 else -y, None, x
+    while n:
+        if n & 1:
+            result = base if result is None else result * base
+        n >>= 1
+        if n:
+            base = base * base
+    result = result if result is not None else x * 0 + 1
+    return 1 / result if y < 0 else result
 
 
 # -- arithmetic ------------------------------------------------------------------------------
@@ -47,6 +86,8 @@ neg_p = unary("neg", "negative", "number")
 neg_p.def_vjp(lambda ct, ins, out: (neg(ct),))
 neg_p.def_jvp(linear_jvp(neg_p))
 neg_p.def_batch(unary_batch(neg_p))
+neg_p.def_scalar(scalar_float(lambda x: -x))
+neg_p.def_simplify(lambda args, out: _involution(args, neg_p))
 
 
 def neg(x: Any) -> Any:
@@ -105,6 +146,7 @@ def _abs_jvp(tangents, primals, out):
 
 
 abs_p.def_batch(unary_batch(abs_p))
+abs_p.def_scalar(scalar_call("abs"))
 
 
 def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
@@ -120,6 +162,7 @@ def abs(x: Any) -> Any:  # noqa: A001 - the contract's name
 sign_p = unary("sign", "sign", "real")
 sign_p.def_zero_vjp()
 sign_p.def_batch(unary_batch(sign_p))
+sign_p.def_scalar(scalar_float(lambda x: where(x > 0, 1, where(x < 0, -1, x))))
 
 
 def sign(x: Any) -> Any:
@@ -133,6 +176,8 @@ add_p.def_vjp(lambda ct, ins, out, needs: (
     unbroadcast(ct, ins[1]) if needs[1] else None), selective=True)
 add_p.def_jvp(lambda tangents, primals, out: fit_tangent(add_tangents(*tangents), out))
 add_p.def_batch(elementwise_batch(add_p))
+add_p.def_scalar(scalar_float(lambda x, y: x + y))
+add_p.def_simplify(lambda args, out: _identity_operand(args, out, 0, either=True))
 
 
 def add(x: Any, y: Any) -> Any:
@@ -155,6 +200,8 @@ def _sub_jvp(tangents, primals, out):
 
 
 sub_p.def_batch(elementwise_batch(sub_p))
+sub_p.def_scalar(scalar_float(lambda x, y: x - y))
+sub_p.def_simplify(lambda args, out: _identity_operand(args, out, 0, either=False))
 
 
 def sub(x: Any, y: Any) -> Any:
@@ -179,6 +226,8 @@ def _mul_jvp(tangents, primals, out):
 
 
 mul_p.def_batch(elementwise_batch(mul_p))
+mul_p.def_scalar(scalar_float(lambda x, y: x * y))
+mul_p.def_simplify(lambda args, out: _identity_operand(args, out, 1, either=True))
 
 
 def mul(x: Any, y: Any) -> Any:
@@ -213,6 +262,8 @@ def _div_jvp(tangents, primals, out):
 
 
 div_p.def_batch(elementwise_batch(div_p))
+div_p.def_scalar(scalar_float(lambda x, y: x / y))
+div_p.def_simplify(lambda args, out: _identity_operand(args, out, 1, either=False))
 
 
 def div(x: Any, y: Any) -> Any:
@@ -241,6 +292,7 @@ def _rem_jvp(tangents, primals, out):
 
 
 rem_p.def_batch(elementwise_batch(rem_p))
+rem_p.def_scalar(scalar_float(lambda x, y: x % y))  # generators: the sign of y, as NumPy
 
 
 def rem(x: Any, y: Any) -> Any:
@@ -293,6 +345,7 @@ def _integer_pow_jvp(tangents, primals, out, *, y):
 
 
 integer_pow_p.def_batch(unary_batch(integer_pow_p))
+integer_pow_p.def_scalar(scalar_float(_integer_pow_scalar))
 
 
 def integer_pow(x: Any, *, y: int) -> Any:
@@ -339,6 +392,7 @@ max_p = binary("max", "maximum", "ordered")
 max_p.def_vjp(_make_minmax_vjp(lambda a, b: gt(a, b)), save_inputs=(0, 1))
 max_p.def_jvp(_make_minmax_jvp(lambda a, b: gt(a, b)))
 max_p.def_batch(elementwise_batch(max_p))
+max_p.def_scalar(scalar_float(lambda x, y: where((x > y) | x.ne(x), x, y)))
 
 
 def max(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
@@ -351,6 +405,7 @@ min_p = binary("min", "minimum", "ordered")
 min_p.def_vjp(_make_minmax_vjp(lambda a, b: lt(a, b)), save_inputs=(0, 1))
 min_p.def_jvp(_make_minmax_jvp(lambda a, b: lt(a, b)))
 min_p.def_batch(elementwise_batch(min_p))
+min_p.def_scalar(scalar_float(lambda x, y: where((x < y) | x.ne(x), x, y)))
 
 
 def min(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name

@@ -22,6 +22,7 @@ from functx.primitives._util import (
     shape_of,
 )
 from functx.registry import Primitive
+from functx.registry.scalar import Expr, call
 
 
 # -- dtype classes ----------------------------------------------------------------------------
@@ -200,4 +201,33 @@ def unary_jvp(fn: Callable) -> Callable:
     def rule(tangents, primals, out, **params):
         t = tangents[0]
         return None if t is None else fn(t, primals[0], out)
+    return rule
+
+
+# -- scalar rules (the compiler's per-element expressions; functx.registry.scalar) -----------
+
+def real_float(*xs: Expr) -> bool:
+    """Whether every per-element expression is float32 or float64 (the dtypes the code
+    generators fuse arithmetic and functions of; others run unfused)."""
+    return all(x.dtype.kind == "f" and x.dtype.itemsize in (4, 8) for x in xs)
+
+
+def scalar_call(name: str) -> Callable:
+    """The scalar rule of a unary float function rendered as the function ``name``."""
+    def rule(x: Expr, *, out: Any, **params: Any) -> Expr | None:
+        return call(name, x) if real_float(x) else None
+    return rule
+
+
+def scalar_float(fn: Callable) -> Callable:
+    """A scalar rule ``fn(*xs) -> Expr`` used only where every operand is a real float."""
+    def rule(*xs: Expr, out: Any, **params: Any) -> Expr | None:
+        return fn(*xs, **params) if real_float(*xs) else None
+    return rule
+
+
+def scalar_any(fn: Callable) -> Callable:
+    """A scalar rule ``fn(*xs) -> Expr`` exact for every dtype the code generators fuse."""
+    def rule(*xs: Expr, out: Any, **params: Any) -> Expr | None:
+        return fn(*xs, **params)
     return rule

@@ -25,8 +25,13 @@ from functx.primitives.elementwise._common import (
     unary,
     unbroadcast,
     weak_scalars_kept,
+    real_float,
+    scalar_any,
+    scalar_call,
+    scalar_float,
 )
 from functx.registry import Primitive
+from functx.registry.scalar import call, cast, where
 from functx.tracing import bind
 
 
@@ -35,6 +40,7 @@ from functx.tracing import bind
 floor_p = unary("floor", "floor", "float")
 floor_p.def_zero_vjp()
 floor_p.def_batch(unary_batch(floor_p))
+floor_p.def_scalar(scalar_call("floor"))
 
 
 def floor(x: Any) -> Any:
@@ -45,6 +51,7 @@ def floor(x: Any) -> Any:
 ceil_p = unary("ceil", "ceil", "float")
 ceil_p.def_zero_vjp()
 ceil_p.def_batch(unary_batch(ceil_p))
+ceil_p.def_scalar(scalar_call("ceil"))
 
 
 def ceil(x: Any) -> Any:
@@ -68,6 +75,7 @@ def _round_impl(xp, x, *, rounding_method):
 round_p = unary("round", _round_impl, "float")
 round_p.def_zero_vjp()
 round_p.def_batch(unary_batch(round_p))
+round_p.def_scalar(scalar_float(lambda x, *, rounding_method: call("rint", x) if rounding_method == "half_to_even" else None))
 
 
 def round(x: Any, *, rounding_method: str = "half_to_even") -> Any:  # noqa: A001
@@ -89,6 +97,7 @@ def round(x: Any, *, rounding_method: str = "half_to_even") -> Any:  # noqa: A00
 is_finite_p = unary("is_finite", "isfinite", "any", np.dtype(bool))
 is_finite_p.def_zero_vjp()
 is_finite_p.def_batch(unary_batch(is_finite_p))
+is_finite_p.def_scalar(lambda x, *, out: call("isfinite", x, dtype=out.dtype) if real_float(x) else None)
 
 
 def is_finite(x: Any) -> Any:
@@ -133,9 +142,29 @@ ge_p, ge = _comparison("ge", "greater_equal", ">=")
 and_p, and_ = _logical("and", "bitwise_and")
 or_p, or_ = _logical("or", "bitwise_or")
 xor_p, xor = _logical("xor", "bitwise_xor")
+
+
+def _compare_scalar(op: str) -> Callable:
+    def rule(x, y, *, out):
+        return getattr(x, op)(y) if real_float(x, y) or x.dtype == np.bool_ else None
+    return rule
+
+
+def _logical_scalar(op: str) -> Callable:
+    def rule(x, y, *, out):
+        return getattr(x, op)(y) if x.dtype == np.bool_ else None
+    return rule
+
+
+for _p, _op in ((eq_p, "eq"), (ne_p, "ne"), (lt_p, "__lt__"), (le_p, "__le__"),
+                (gt_p, "__gt__"), (ge_p, "__ge__")):
+    _p.def_scalar(_compare_scalar(_op))
+for _p, _op in ((and_p, "__and__"), (or_p, "__or__"), (xor_p, "__xor__")):
+    _p.def_scalar(_logical_scalar(_op))
 not_p = unary("not", "invert", "logical")
 not_p.def_zero_vjp()
 not_p.def_batch(unary_batch(not_p))
+not_p.def_scalar(lambda x, *, out: ~x if x.dtype == np.bool_ else None)
 
 
 def not_(x: Any) -> Any:
@@ -187,6 +216,7 @@ def _select_jvp(tangents, primals, out):
 
 
 select_p.def_batch(elementwise_batch(select_p))
+select_p.def_scalar(lambda p, t, f, *, out: where(p, t, f) if real_float(t, f) or t.dtype == np.bool_ else None)
 
 
 def select(pred: Any, on_true: Any, on_false: Any) -> Any:
@@ -241,6 +271,15 @@ def _clamp_jvp(tangents, primals, out):
 clamp_p.def_batch(elementwise_batch(clamp_p))
 
 
+def _clamp_scalar(lo, x, hi):
+    """``min(max(x, lo), hi)`` with NaN propagated as NumPy's maximum/minimum do."""
+    m = where((x > lo) | x.ne(x), x, lo)
+    return where((m < hi) | m.ne(m), m, hi)
+
+
+clamp_p.def_scalar(scalar_float(_clamp_scalar))
+
+
 def clamp(lo: Any, x: Any, hi: Any) -> Any:
     """``min(max(x, lo), hi)`` with broadcasting (NumPy's ``clip``; ``hi`` wins if lo > hi).
 
@@ -288,6 +327,18 @@ def _convert_jvp(tangents, primals, out, *, new_dtype):
 
 
 convert_element_type_p.def_batch(unary_batch(convert_element_type_p))
+
+
+def _convert_scalar(x, *, out, new_dtype):
+    """Between float32, float64 and bool, and from integers to floats (exact as NumPy's
+    astype); to integers is left unfused (NaN and out-of-range values differ by platform)."""
+    ok = (real_float(x) or x.dtype == np.bool_ or x.dtype.kind in "iu") and \
+        (new_dtype.kind == "b" or (new_dtype.kind == "f" and new_dtype.itemsize in (4, 8)))
+    return cast(x, new_dtype) if ok else None
+
+
+convert_element_type_p.def_scalar(_convert_scalar)
+convert_element_type_p.def_simplify(lambda args, out, *, new_dtype: args[0] if args[0].dtype == out.dtype and not args[0].aval.weak_type else None)
 
 
 def convert_element_type(x: Any, *, new_dtype: Any) -> Any:

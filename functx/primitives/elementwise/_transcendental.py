@@ -27,9 +27,12 @@ from functx.primitives.elementwise._common import (
     unary,
     unary_jvp,
     unbroadcast,
+    scalar_call,
+    scalar_float,
 )
 from functx.primitives.elementwise._comparison import and_, eq, floor, select
 from functx.primitives.cuda import elementwise as _cuda
+from functx.registry.scalar import call, where
 from functx.tracing import bind
 
 
@@ -72,6 +75,7 @@ def _pow_jvp(tangents, primals, out):
 
 
 pow_p.def_batch(elementwise_batch(pow_p))
+pow_p.def_scalar(scalar_float(lambda x, y: call("pow", x, y)))
 
 
 def pow(x: Any, y: Any) -> Any:  # noqa: A001 - the contract's name
@@ -90,6 +94,7 @@ exp_p = unary("exp", "exp", "inexact")
 exp_p.def_vjp(lambda ct, ins, out: (mul(ct, out),), save_output=True)
 exp_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, out)))
 exp_p.def_batch(unary_batch(exp_p))
+exp_p.def_scalar(scalar_call("exp"))
 
 
 def exp(x: Any) -> Any:
@@ -101,6 +106,7 @@ expm1_p = unary("expm1", "expm1", "inexact")
 expm1_p.def_vjp(lambda ct, ins, out: (mul(ct, add(out, scalar(out, 1))),), save_output=True)
 expm1_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, add(out, scalar(out, 1)))))
 expm1_p.def_batch(unary_batch(expm1_p))
+expm1_p.def_scalar(scalar_call("expm1"))
 
 
 def expm1(x: Any) -> Any:
@@ -112,6 +118,7 @@ log_p = unary("log", "log", "inexact")
 log_p.def_vjp(lambda ct, ins, out: (div(ct, ins[0]),), save_inputs=(0,))
 log_p.def_jvp(unary_jvp(lambda t, x, out: div(t, x)))
 log_p.def_batch(unary_batch(log_p))
+log_p.def_scalar(scalar_call("log"))
 
 
 def log(x: Any) -> Any:
@@ -123,6 +130,7 @@ log1p_p = unary("log1p", "log1p", "inexact")
 log1p_p.def_vjp(lambda ct, ins, out: (div(ct, add(ins[0], scalar(ct, 1))),), save_inputs=(0,))
 log1p_p.def_jvp(unary_jvp(lambda t, x, out: div(t, add(x, scalar(t, 1)))))
 log1p_p.def_batch(unary_batch(log1p_p))
+log1p_p.def_scalar(scalar_call("log1p"))
 
 
 def log1p(x: Any) -> Any:
@@ -134,6 +142,7 @@ sqrt_p = unary("sqrt", "sqrt", "inexact")
 sqrt_p.def_vjp(lambda ct, ins, out: (div(mul(ct, scalar(ct, 0.5)), out),), save_output=True)
 sqrt_p.def_jvp(unary_jvp(lambda t, x, out: div(mul(t, scalar(t, 0.5)), out)))
 sqrt_p.def_batch(unary_batch(sqrt_p))
+sqrt_p.def_scalar(scalar_call("sqrt"))
 
 
 def sqrt(x: Any) -> Any:
@@ -156,6 +165,7 @@ def _rsqrt_vjp(ct, ins, out):
 
 rsqrt_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, mul(scalar(t, -0.5), div(out, x)))))
 rsqrt_p.def_batch(unary_batch(rsqrt_p))
+rsqrt_p.def_scalar(scalar_float(lambda x: 1 / call("sqrt", x)))
 
 
 def rsqrt(x: Any) -> Any:
@@ -169,6 +179,7 @@ sin_p = unary("sin", "sin", "inexact")
 sin_p.def_vjp(lambda ct, ins, out: (mul(ct, cos(ins[0])),), save_inputs=(0,))
 sin_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, cos(x))))
 sin_p.def_batch(unary_batch(sin_p))
+sin_p.def_scalar(scalar_call("sin"))
 
 
 def sin(x: Any) -> Any:
@@ -180,6 +191,7 @@ cos_p = unary("cos", "cos", "inexact")
 cos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, sin(ins[0]))),), save_inputs=(0,))
 cos_p.def_jvp(unary_jvp(lambda t, x, out: neg(mul(t, sin(x)))))
 cos_p.def_batch(unary_batch(cos_p))
+cos_p.def_scalar(scalar_call("cos"))
 
 
 def cos(x: Any) -> Any:
@@ -192,6 +204,7 @@ tan_p.def_vjp(lambda ct, ins, out: (mul(ct, add(scalar(out, 1), mul(out, out))),
               save_output=True)
 tan_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, add(scalar(out, 1), mul(out, out)))))
 tan_p.def_batch(unary_batch(tan_p))
+tan_p.def_scalar(scalar_call("tan"))
 
 
 def tan(x: Any) -> Any:
@@ -204,6 +217,7 @@ asin_p.def_vjp(lambda ct, ins, out: (mul(ct, _rsqrt_one_minus_square(ins[0])),),
                save_inputs=(0,))
 asin_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, _rsqrt_one_minus_square(x))))
 asin_p.def_batch(unary_batch(asin_p))
+asin_p.def_scalar(scalar_call("asin"))
 
 
 def _rsqrt_one_minus_square(x: Any) -> Any:
@@ -222,6 +236,7 @@ acos_p.def_vjp(lambda ct, ins, out: (neg(mul(ct, _rsqrt_one_minus_square(ins[0])
                save_inputs=(0,))
 acos_p.def_jvp(unary_jvp(lambda t, x, out: neg(mul(t, _rsqrt_one_minus_square(x)))))
 acos_p.def_batch(unary_batch(acos_p))
+acos_p.def_scalar(scalar_call("acos"))
 
 
 def acos(x: Any) -> Any:
@@ -234,6 +249,7 @@ atan_p.def_vjp(lambda ct, ins, out: (div(ct, add(scalar(ct, 1), mul(ins[0], ins[
                save_inputs=(0,))
 atan_p.def_jvp(unary_jvp(lambda t, x, out: div(t, add(scalar(t, 1), mul(x, x)))))
 atan_p.def_batch(unary_batch(atan_p))
+atan_p.def_scalar(scalar_call("atan"))
 
 
 def atan(x: Any) -> Any:
@@ -263,6 +279,7 @@ def _atan2_jvp(tangents, primals, out):
 
 
 atan2_p.def_batch(elementwise_batch(atan2_p))
+atan2_p.def_scalar(scalar_float(lambda y, x: call("atan2", y, x)))
 
 
 def atan2(y: Any, x: Any) -> Any:
@@ -274,6 +291,7 @@ sinh_p = unary("sinh", "sinh", "inexact")
 sinh_p.def_vjp(lambda ct, ins, out: (mul(ct, cosh(ins[0])),), save_inputs=(0,))
 sinh_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, cosh(x))))
 sinh_p.def_batch(unary_batch(sinh_p))
+sinh_p.def_scalar(scalar_call("sinh"))
 
 
 def sinh(x: Any) -> Any:
@@ -285,6 +303,7 @@ cosh_p = unary("cosh", "cosh", "inexact")
 cosh_p.def_vjp(lambda ct, ins, out: (mul(ct, sinh(ins[0])),), save_inputs=(0,))
 cosh_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, sinh(x))))
 cosh_p.def_batch(unary_batch(cosh_p))
+cosh_p.def_scalar(scalar_call("cosh"))
 
 
 def cosh(x: Any) -> Any:
@@ -299,6 +318,7 @@ tanh_p = unary("tanh", "tanh", "inexact")
 tanh_p.def_vjp(lambda ct, ins, out: (mul(ct, sub(1.0, mul(out, out))),), save_output=True)
 tanh_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, sub(1.0, mul(out, out)))))
 tanh_p.def_batch(unary_batch(tanh_p))
+tanh_p.def_scalar(scalar_call("tanh"))
 
 
 def tanh(x: Any) -> Any:
@@ -318,6 +338,14 @@ logistic_p.def_vjp(lambda ct, ins, out: (mul(ct, mul(out, sub(1.0, out))),),
                    save_output=True)
 logistic_p.def_jvp(unary_jvp(lambda t, x, out: mul(t, mul(out, sub(1.0, out)))))
 logistic_p.def_batch(unary_batch(logistic_p))
+
+
+def _logistic_scalar(x):
+    e = call("exp", -call("abs", x))  # as the implementation: no overflow in either tail
+    return where(x >= 0, 1, e) / (1 + e)
+
+
+logistic_p.def_scalar(scalar_float(_logistic_scalar))
 
 
 def logistic(x: Any) -> Any:
@@ -454,6 +482,7 @@ erf_p.def_vjp(lambda ct, ins, out: (
 erf_p.def_jvp(unary_jvp(lambda t, x, out: mul(
     t, mul(scalar(t, 2 / math.sqrt(math.pi)), _exp_neg_square(x)))))
 erf_p.def_batch(unary_batch(erf_p))
+erf_p.def_scalar(scalar_call("erf"))
 
 
 def erf(x: Any) -> Any:

@@ -1,0 +1,94 @@
+"""Per-element expressions (:mod:`functx.registry.scalar`) rendered as C/CUDA C.
+
+The CPU generator renders the registry's scalar rules as Numba-Python; a CUDA generator
+(issue 20) renders the same trees as C statements for NVRTC. This module is that second
+rendering, kept beside the Numba one so that the vocabulary stays renderable in both: a
+function of float32 operands uses the single-precision C function (``sinf``), float64 the
+double one (``sin``), constants carry their type (``0.9f``), and ``where`` is ``c ? a : b``.
+
+Example:
+    >>> lines, name = render_c(logistic_expr)
+    >>> print("\\n".join(lines))
+    float t1 = fabsf(x);
+    ...
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from functx.registry.scalar import Expr
+
+__all__ = ["render_c", "C_TYPES"]
+
+C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+           np.dtype(np.bool_): "bool", np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+
+# float64 names; the float32 function appends "f" (sinf, expf, erff...)
+_C_FUNCS = {
+    "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
+    "atan2": "atan2", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "exp": "exp",
+    "expm1": "expm1", "log": "log", "log1p": "log1p", "sqrt": "sqrt", "erf": "erf",
+    "floor": "floor", "ceil": "ceil", "rint": "rint", "abs": "fabs", "pow": "pow",
+}
+_C_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<",
+          "le": "<=", "gt": ">", "ge": ">=", "and": "&&", "or": "||", "xor": "!="}
+
+
+def _const(v: Any, dtype: np.dtype) -> str:
+    if dtype == np.bool_:
+        return "true" if v else "false"
+    if dtype.kind == "f":
+        if v != v:
+            return "NAN" if dtype.itemsize == 4 else "(double)NAN"
+        if not math.isfinite(v):
+            return ("" if v > 0 else "-") + ("INFINITY" if dtype.itemsize == 4 else "(double)INFINITY")
+        text = repr(float(v))
+        return text + "f" if dtype.itemsize == 4 else text
+    return str(int(v)) + ("LL" if dtype.itemsize == 8 else "")
+
+
+def render_c(expr: Expr) -> tuple[list[str], str]:
+    """C statements computing ``expr`` (one typed temporary per node, shared nodes once) and
+    the name or literal holding its value. ``var`` leaves are written as their names."""
+    lines: list[str] = []
+    memo: dict = {}
+
+    def go(e: Expr) -> str:
+        got = memo.get(id(e))
+        if got is not None:
+            return got[1]
+        if e.op == "var":
+            return e.value
+        if e.op == "const":
+            return _const(e.value, e.dtype)
+        a = [go(x) for x in e.args]
+        f32 = any(x.dtype == np.float32 for x in e.args)
+        if e.op == "call":
+            if e.value in ("isfinite", "isnan"):
+                text = f"{e.value}({a[0]})"
+            else:
+                text = f"{_C_FUNCS[e.value]}{'f' if f32 else ''}({', '.join(a)})"
+        elif e.op in _C_OPS:
+            text = f"({a[0]} {_C_OPS[e.op]} {a[1]})"
+        elif e.op == "rem":  # NumPy's remainder takes the sign of the divisor
+            m = f"fmod{'f' if f32 else ''}({a[0]}, {a[1]})"
+            text = f"(({m} != 0 && (({m} < 0) != ({a[1]} < 0))) ? {m} + {a[1]} : {m})"
+        elif e.op == "neg":
+            text = f"(-{a[0]})"
+        elif e.op == "not":
+            text = f"(!{a[0]})"
+        elif e.op == "where":
+            text = f"({a[0]} ? {a[1]} : {a[2]})"
+        elif e.op == "cast":
+            text = f"({a[0]} != 0)" if e.dtype == np.bool_ else f"({C_TYPES[e.dtype]})({a[0]})"
+        else:
+            raise ValueError(f"the C renderer cannot render {e.op!r}")
+        name = f"t{len(memo) + 1}"
+        lines.append(f"{C_TYPES[e.dtype]} {name} = {text};")
+        memo[id(e)] = (e, name)  # keep e alive: ids of dead nodes recur
+        return name
+
+    return lines, go(expr)

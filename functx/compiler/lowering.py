@@ -1,0 +1,108 @@
+"""From an optimised trace to what ``jit`` runs on the CPU, and its readable form.
+
+:func:`fuse` replaces every fusion cluster of a trace by one equation of the ``fused``
+primitive, whose parameter is the cluster's :class:`~functx.compiler.cpu.Kernel`; ``jit``'s
+executor then runs the fused trace like any other (one step per kernel).
+:class:`Lowered` is what ``jit(f).lower(*args)`` returns: ``as_text()`` shows the optimised
+trace, its clusters and the generated kernel sources.
+"""
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from typing import Any
+
+from functx.compiler.cpu import Kernel, fuse_policy
+from functx.compiler.partition import Cluster, partition
+from functx.errors import FunctxError
+from functx.ir import AbstractArray, Eqn, Printer, Trace
+from functx.registry import Primitive, Registry
+
+__all__ = ["fuse", "fused_p", "Lowered", "numba_available"]
+
+# The primitive of a fused kernel lives in a registry of its own: it exists only in the
+# traces jit runs (never traced by a user, never differentiated), so it has no other rules.
+FUSED_REGISTRY = Registry()
+fused_p = Primitive("fused", multiple_results=True, registry=FUSED_REGISTRY)
+fused_p.def_abstract_eval(lambda *avals, kernel: tuple(
+    AbstractArray(shape, dtype) for shape, dtype in kernel.out_avals))
+fused_p.def_impl(lambda xp, *arrays, kernel: kernel(*arrays))
+
+_warned: list = []
+
+
+def numba_available() -> bool:
+    """Whether Numba can be imported (checked without importing it); warns once if not."""
+    ok = importlib.util.find_spec("numba") is not None
+    if not ok and not _warned:
+        _warned.append(True)
+        warnings.warn("functx.jit: Numba is not installed, so jit replays traces one "
+                      "primitive at a time instead of compiling fused kernels. Install it "
+                      "(pip install 'functx[jit]' or pip install numba), or set "
+                      "FUNCTX_JIT_COMPILER=none to silence this.", stacklevel=3)
+    return ok
+
+
+def fuse(trace: Trace) -> tuple[Trace, list[Kernel]]:
+    """``trace`` with each fusion cluster as one ``fused`` equation, and the kernels."""
+    steps = partition(trace, fuse_policy)
+    eqns, kernels = [], []
+    for s in steps:
+        if isinstance(s, Cluster):
+            k = Kernel(s, len(kernels))
+            kernels.append(k)
+            eqns.append(Eqn(fused_p, tuple(s.inputs), {"kernel": k}, tuple(k.outputs),
+                            s.eqns[0].source))
+        else:
+            eqns.append(s)
+    fused = Trace(trace.in_vars, trace.const_vars, trace.const_values, tuple(eqns),
+                  trace.outputs)
+    return fused, kernels
+
+
+class Lowered:
+    """A jitted function lowered for one signature (``jit(f).lower(*args)``).
+
+    Attributes:
+        trace: the optimised trace (after the passes).
+        fused: the trace the CPU executor runs (clusters as ``fused`` equations).
+        kernels: the generated kernels, each with ``.source`` and ``.cluster``.
+    """
+
+    def __init__(self, trace: Trace, fused: Trace, kernels: list, compiler: str) -> None:
+        self.trace, self.fused, self.kernels, self.compiler = trace, fused, kernels, compiler
+
+    def as_text(self) -> str:
+        """The optimised trace, the fused trace with its clusters, and every kernel's
+        source, as one readable text (like JAX's ``lower(...).as_text()``)."""
+        parts = [f"# compiler: {self.compiler}", "# optimised trace", str(self.trace)]
+        if self.kernels:
+            parts += ["", "# fused trace (each `fused` equation is one kernel)", str(self.fused)]
+            for k in self.kernels:
+                printer = Printer()
+                body = "\n".join(f"#   {printer.eqn(e, '')}" for e in k.cluster.eqns)
+                parts += ["", f"# kernel {k.name}: {len(k.cluster.eqns)} equations over "
+                          f"{list(k.cluster.shape)}"
+                          + (f", reducing axes {k.cluster.reduce_axes}"
+                             if k.cluster.reduce_axes is not None else "")
+                          + f" ({'parallel' if k.parallel else 'serial'})", body, k.source]
+        return "\n".join(parts)
+
+    def compile(self) -> "Lowered":
+        """Compile every kernel now (otherwise each compiles on its first call).
+
+        Raises:
+            FunctxError: Numba is not installed.
+        """
+        try:
+            for k in self.kernels:
+                k.compile()
+        except ImportError as err:
+            raise FunctxError("Lowered.compile needs Numba (pip install numba).") from err
+        return self
+
+    def __str__(self) -> str:
+        return self.as_text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.as_text())

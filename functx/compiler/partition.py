@@ -1,0 +1,217 @@
+"""Partition a trace into fusion clusters: chains of elementwise and broadcasting
+equations over one iteration shape, with optional trailing reductions.
+
+Which equations are fusible, and how each computes one element, comes from the registry
+(``prim.scalar``, :mod:`functx.registry.scalar`): this module names no primitive. It is
+shared by the code generators (the CPU's Numba loops, :mod:`functx.compiler.cpu`; a CUDA
+generator later): a :class:`Cluster` says what to compute, a generator says how.
+
+The partition is greedy, in trace order. An equation joins a recent cluster of its
+iteration shape when every input it reads is computed inside that cluster (by an
+elementwise equation, not a reduction) or before the cluster runs; the cluster runs at the
+place of its first equation. A cluster is kept only where fusing pays
+(:func:`worth_fusing`); the others dissolve back into single equations.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from functx.ir import Eqn, Literal, Trace, Var
+from functx.registry.scalar import Expr, const, var
+
+__all__ = ["Cluster", "partition", "fusible", "calls", "worth_fusing", "FUSIBLE_DTYPES", "SEARCH"]
+
+# dtypes the generated loops load, compute and store
+FUSIBLE_DTYPES = frozenset(np.dtype(d) for d in ("float32", "float64", "bool", "int32", "int64"))
+# how many of the most recent clusters of a shape an equation may join
+SEARCH = 4
+
+
+class Cluster:
+    """Equations fused into one loop nest over ``shape`` (the elementwise equations'
+    output shape, the reductions' input shape).
+
+    Attributes:
+        eqns: the equations, in trace order.
+        shape: the iteration shape.
+        reduce_axes: the axes of ``shape`` the reductions reduce (all the same), or None.
+        inputs: the variables read from outside (inputs, constants, other steps' results).
+        outputs: the variables used after the cluster (filled by :func:`partition`).
+    """
+
+    __slots__ = ("eqns", "shape", "reduce_axes", "inputs", "outputs", "_made", "_reduced")
+
+    def __init__(self, shape: tuple) -> None:
+        self.eqns: list[Eqn] = []
+        self.shape = tuple(shape)
+        self.reduce_axes: tuple | None = None
+        self.inputs: list[Var] = []
+        self.outputs: list[Var] = []
+        self._made: set = set()      # elementwise results computed here
+        self._reduced: set = set()   # reduction results computed here
+
+    def __repr__(self) -> str:
+        names = " ".join(e.prim.name for e in self.eqns)
+        return f"Cluster({list(self.shape)}: {names})"
+
+    def add(self, e: Eqn, is_reduction: bool, axes: tuple | None) -> None:
+        self.eqns.append(e)
+        for a in e.inputs:
+            if type(a) is Var and a not in self._made and a not in self.inputs:
+                self.inputs.append(a)
+        (self._reduced if is_reduction else self._made).update(e.outputs)
+        if is_reduction:
+            self.reduce_axes = axes
+
+    @property
+    def n_compute(self) -> int:
+        """Equations that compute (not the ones that only map indices, as broadcasts)."""
+        return sum(e.prim.scalar.kind != "broadcast" for e in self.eqns)
+
+
+def _leaf(a: Any, name: str) -> Expr:
+    return var(name, a.aval.dtype)
+
+
+def literal_expr(a: Literal, like: np.dtype | None) -> Expr:
+    """A literal as a constant expression; a weak-typed one takes the dtype ``like`` of its
+    equation's other operands, as the primitive's implementation does."""
+    dtype = like if (a.aval.weak_type and like is not None) else a.aval.dtype
+    return const(np.asarray(a.value).item(), dtype)
+
+
+def operand_dtype(e: Eqn) -> np.dtype | None:
+    """The dtype of the first variable operand of ``e`` (what a weak literal joins)."""
+    for a in e.inputs:
+        if type(a) is Var:
+            return np.dtype(a.aval.dtype)
+    return None
+
+
+def scalar_expr(e: Eqn, leaves: list) -> Expr | None:
+    """The equation's per-element expression on ``leaves`` (one Expr per input), from its
+    primitive's scalar rule (elementwise and broadcast kinds); None if it declines."""
+    return e.prim.scalar.expr(*leaves, out=e.outputs[0].aval, **e.params)
+
+
+def calls(expr: Expr) -> set:
+    """The function names (``call`` nodes) in a per-element expression."""
+    found, stack, seen = set(), [expr], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op == "call":
+            found.add(x.value)
+        stack.extend(x.args)
+    return found
+
+
+def fusible(e: Eqn, policy: Callable | None = None) -> tuple[str, tuple] | None:
+    """``(kind, iteration shape)`` if the equation may join a cluster, else None.
+
+    ``policy(e, expr)`` (a code generator's) may refuse an equation whose per-element
+    expression ``expr`` it computes worse than the unfused implementation does."""
+    rule = e.prim.scalar
+    if rule is None or e.prim.multiple_results or not e.inputs:
+        return None
+    avals = [a.aval for a in e.inputs] + [v.aval for v in e.outputs]
+    if any(np.dtype(a.dtype) not in FUSIBLE_DTYPES for a in avals):
+        return None
+    like = operand_dtype(e)
+    leaves = [literal_expr(a, like) if type(a) is Literal else _leaf(a, f"x{i}")
+              for i, a in enumerate(e.inputs)]
+    if rule.kind == "reduction":
+        x = e.inputs[0]
+        if type(x) is not Var or x.aval.size == 0:
+            return None
+        acc = rule.accumulator(x.aval.dtype) if rule.accumulator else np.dtype(x.aval.dtype)
+        if rule.combine(var("acc", acc), leaves[0]) is None:
+            return None
+        return "reduction", tuple(x.aval.shape)
+    out = e.outputs[0].aval
+    if out.size == 0:
+        return None
+    try:
+        expr = scalar_expr(e, leaves)
+    except Exception:
+        return None
+    if expr is None or (policy is not None and not policy(e, expr)):
+        return None
+    return rule.kind, tuple(out.shape)
+
+
+def worth_fusing(c: Cluster) -> bool:
+    """A cluster pays when it saves passes over memory or calls: at least two computing
+    equations, or a reduction fed by at least one."""
+    n = c.n_compute
+    return n >= 2
+
+
+def partition(trace: Trace, policy: Callable | None = None) -> list:
+    """The trace's equations as a list of steps in execution order: each an :class:`Eqn`
+    run as it is or a :class:`Cluster` (its ``outputs`` set: the values used later).
+    ``policy`` is the code generator's veto (see :func:`fusible`)."""
+    items: list = []
+    where: dict = {}   # var -> index in items of the step computing it
+    recent: dict = {}  # shape -> indices of the most recent clusters of that shape
+    for e in trace.eqns:
+        info = fusible(e, policy)
+        target = None
+        if info is not None:
+            kind, shape = info
+            axes = tuple(e.prim.scalar.axes(**e.params)) if kind == "reduction" else None
+            for idx in reversed(recent.get(shape, [])[-SEARCH:]):
+                if _can_join(items[idx], idx, e, where, kind, axes):
+                    target = idx
+                    break
+            if target is None:
+                items.append(Cluster(shape))
+                target = len(items) - 1
+                recent.setdefault(shape, []).append(target)
+            items[target].add(e, kind == "reduction", axes)
+        else:
+            items.append(e)
+            target = len(items) - 1
+        for v in e.outputs:
+            where[v] = target
+    return _finish(items, trace)
+
+
+def _can_join(c: Cluster, idx: int, e: Eqn, where: dict, kind: str, axes: tuple | None) -> bool:
+    if kind == "reduction" and c.reduce_axes not in (None, axes):
+        return False
+    for a in e.inputs:
+        if type(a) is not Var:
+            continue
+        if a in c._reduced:
+            return False
+        if a in c._made:
+            continue
+        if where.get(a, -1) >= idx:
+            return False
+    return True
+
+
+def _finish(items: list, trace: Trace) -> list:
+    """Dissolve the clusters not worth fusing, and set each cluster's outputs."""
+    steps: list = []
+    for it in items:
+        if isinstance(it, Cluster) and not worth_fusing(it):
+            steps.extend(it.eqns)
+        else:
+            steps.append(it)
+    used_after: set = {a for a in trace.outputs if type(a) is Var}
+    for it in reversed(steps):
+        eqns = it.eqns if isinstance(it, Cluster) else [it]
+        if isinstance(it, Cluster):
+            made = {v for e in eqns for v in e.outputs}
+            it.outputs = [v for e in eqns for v in e.outputs if v in used_after]
+            used_after.update(it.inputs)
+            used_after -= made - set(it.outputs)
+        else:
+            used_after.update(a for a in it.inputs if type(a) is Var)
+    return steps
