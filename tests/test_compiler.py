@@ -446,3 +446,26 @@ def test_jit_with_compiler_matches_eager_over_specs(spec: Any, data: Any) -> Non
 
         assert_tree_close(fx.jit(push)(tangents, *args), push(tangents, *args),
                           f"{spec.id}: jit(jvp)")
+
+
+def test_passes_keep_effects(capsys: Any) -> None:
+    """Two identical debug prints are not merged by CSE, prints of constants are not folded
+    away, and DCE keeps a scan whose body prints though nothing reads its result."""
+    from functx import lax
+
+    def f(x):
+        fx.debug.print("x {x}", x=x)
+        fx.debug.print("x {x}", x=x)
+        fx.debug.print("constant {c}", c=np.float64(2.0))
+        lax.scan(lambda c, xi: (fx.debug.print("step {c}", c=c), c + xi)[1:] + (None,), 0.0, x)
+        return fnp.sum(x)
+
+    trace = fx.make_trace(f)(np.arange(2.0))
+    optimised = passes.optimize(trace)
+    typecheck(optimised)
+    names = [e.prim.name for e in optimised.eqns]
+    assert names.count("debug_callback") == 3 and "scan" in names
+    assert float(fx.jit(f)(np.arange(2.0))) == 1.0
+    out = capsys.readouterr().out.splitlines()
+    assert out.count("x [0. 1.]") == 2 and "constant 2.0" in out
+    assert ["step 0.0", "step 0.0"] == [line for line in out if line.startswith("step")]

@@ -24,6 +24,7 @@ import numpy as np
 from functx.ir import AbstractArray, Eqn, Literal, Trace, Var
 from functx.registry.rewrite import Operand, Rewrite
 from functx.tracing import bind
+from functx.transforms.interpret import has_effects, prune
 
 __all__ = ["cse", "fold_constants", "simplify", "dce", "optimize", "FOLD_LIMIT", "PASSES"]
 
@@ -53,15 +54,11 @@ def _has_subtrace(params: dict) -> bool:
 
 
 def dce(trace: Trace) -> Trace:
-    """The trace without the equations none of whose outputs are used."""
-    live = {a for a in trace.outputs if type(a) is Var}
-    kept = []
-    for e in reversed(trace.eqns):
-        if any(o in live for o in e.outputs):
-            kept.append(e)
-            live.update(a for a in e.inputs if type(a) is Var)
-    kept.reverse()
-    return _replace(trace, kept, trace.outputs)
+    """The trace without the equations none of whose outputs are used: the transforms'
+    own dead-code elimination (``functx.transforms.interpret.prune``), which keeps
+    equations with effects (``debug.print``) and asks a primitive's ``dce`` rule to drop
+    the results nothing reads (``scan``'s unused ``ys``)."""
+    return prune(trace)
 
 
 def cse(trace: Trace) -> Trace:
@@ -72,6 +69,9 @@ def cse(trace: Trace) -> Trace:
     eqns = []
     for e in trace.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
+        if has_effects(e):  # two prints print twice
+            eqns.append(e._replace(inputs=ins))
+            continue
         try:
             key = (e.prim, tuple(map(_atom_key, ins)), tuple(sorted(e.params.items())))
             hash(key)
@@ -106,8 +106,11 @@ def fold_constants(trace: Trace, limit: int = FOLD_LIMIT) -> Trace:
     for e in trace.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
         vals = [a.value if type(a) is Literal else known.get(a) for a in ins]
+        if e.prim.multiple_results or not e.outputs or has_effects(e):
+            eqns.append(e._replace(inputs=ins))  # (effects run when the program runs)
+            continue
         out = e.outputs[0]
-        if (e.prim.multiple_results or _has_subtrace(e.params) or not ins
+        if (_has_subtrace(e.params) or not ins
                 or any(v is None for v in vals) or out.aval.size > limit):
             eqns.append(e._replace(inputs=ins))
             continue
@@ -159,12 +162,12 @@ def simplify(trace: Trace) -> Trace:
         e = e._replace(inputs=ins)
         rule = e.prim.simplify
         result = None
-        if rule is not None and not e.prim.multiple_results:
+        if rule is not None and not e.prim.multiple_results and e.outputs:
             try:
                 result = rule([operand(a) for a in ins], e.outputs[0].aval, **e.params)
             except Exception:  # a rule that cannot judge these operands keeps the equation
                 result = None
-        out = e.outputs[0]
+        out = e.outputs[0] if e.outputs else None
         if isinstance(result, Operand) and _same_type(result.aval, out.aval):
             env[out] = atom_of(result)
             continue
@@ -173,7 +176,7 @@ def simplify(trace: Trace) -> Trace:
             if new is not None:
                 e = new
         eqns.append(e)
-        if not e.prim.multiple_results:
+        if not e.prim.multiple_results and out is not None:
             producers[out] = Rewrite(e.prim, tuple(operand(a) for a in e.inputs), e.params)
     return dce(_replace(trace, eqns, [_subst(a, env) for a in trace.outputs]))
 
