@@ -43,6 +43,7 @@ from functx.ir import AbstractArray, abstractify
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import moveaxis
+from functx.primitives._conv_numba import conv_numba
 from functx.primitives._conv_cpu import (
     chunks,
     conv_cpu,
@@ -201,7 +202,9 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
 
 
 conv_general_dilated_p.def_impl(_conv_impl)
-conv_general_dilated_p.def_impl(conv_cpu, backend="cpu")
+# On the CPU, Numba's direct kernels (functx/primitives/_conv_numba.py), which fall back to the
+# NumPy im2col/col2im of conv_cpu where Numba is missing.
+conv_general_dilated_p.def_impl(conv_numba, backend="cpu")
 # On CUDA, im2col/col2im kernels and cuBLAS GEMMs (functx/primitives/cuda/conv.py; the generic rule
 # where those plans do not apply).
 conv_general_dilated_p.def_impl(functools.partial(_cuda.conv_general_dilated,

@@ -1,0 +1,278 @@
+"""Direct convolution kernels for the CPU, compiled with Numba (:func:`conv_numba`).
+
+The CPU implementation of ``conv_general_dilated`` when Numba is installed; without it (or
+for dtypes other than float32 and float64) :func:`functx.primitives._conv_cpu.conv_cpu`, the
+NumPy im2col/col2im path, stays in use. Numba is imported on the first call, never at
+``import functx``; the kernels are compiled once per dtype and layout and cached on disk
+(``cache=True``), so a second process loads them.
+
+Every convolution is one of three loops over a zero-padded (and ``lhs_dilation``-dilated)
+copy of the input in 3-d form (1-d and 2-d convolutions get unit leading spatial axes):
+
+* **flat axpy** (unit strides, more output than kernel positions: the forward pass and the
+  input cotangent of a unit-stride convolution). With the padded input's spatial axes
+  flattened, output position ``y`` reads input position ``y + offset(k)`` for each kernel
+  position ``k``, so each (input channel, kernel position) adds one weight times one long
+  contiguous run of the input into the sums (which run at the padded row pitch; the extra
+  columns are junk, never read back). The sums of four output channels are made together,
+  so each input element loaded feeds four multiply-adds.
+* **flat dot** (unit kernel dilation, more kernel than output positions: the weight
+  cotangent, whose "kernel" is the output cotangent). The kernel is laid out at the padded
+  input's pitch (zeros in the extra columns), so each output element is one long dot
+  product per input channel.
+* **rows**, for everything else (strided forward passes, dilated kernels): the sums of one
+  output plane, row by row.
+
+Threads: the loops run over (image, output-channel block) with ``prange``, on Numba's
+threads; no BLAS call is made, so nothing fights BLAS's own threads. The padded copy is
+made with NumPy on the calling thread (a few per cent of the time).
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from functx.primitives._conv_cpu import conv_cpu, scratch
+from functx.primitives._util import dilated_size, out_spatial
+
+# Numba's floating-point flags: reassociation lets LLVM vectorize the dot products' sums
+# (as BLAS does); no flag that assumes away NaNs or infinities.
+_FASTMATH = frozenset({"reassoc", "contract"})
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+_KERNELS: dict[str, Callable] | None = None
+
+
+def numba_available() -> bool:
+    """Whether Numba can be imported (it is imported only when a kernel is first used)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+# Whether conv_numba uses the kernels (tests and benchmarks switch it off to compare).
+ENABLED = numba_available()
+
+
+def _compile() -> dict[str, Callable]:
+    """The kernels, built on first use (``import numba`` takes about half a second)."""
+    global _KERNELS
+    if _KERNELS is not None:
+        return _KERNELS
+    import numba  # lazy: the only place functx imports Numba
+    from numba import prange
+
+    njit = numba.njit(parallel=True, cache=True, fastmath=set(_FASTMATH), nogil=True)
+
+    inner = numba.njit(fastmath=set(_FASTMATH), nogil=True, cache=True, inline="always")
+
+    @inner
+    def axpy4(a0, a1, a2, a3, xs, w0, w1, w2, w3):
+        for j in range(xs.shape[0]):
+            v = xs[j]
+            a0[j] += w0 * v
+            a1[j] += w1 * v
+            a2[j] += w2 * v
+            a3[j] += w3 * v
+
+    @inner
+    def axpy1(a, xs, wv):
+        for j in range(xs.shape[0]):
+            a[j] += wv * xs[j]
+
+    @inner
+    def dot(a, b):
+        s = a[0] * 0  # the dtype's zero (a[0] is finite: a padded input or kernel value)
+        for j in range(a.shape[0]):
+            s += a[j] * b[j]
+        return s
+
+    @njit
+    def axpy_flat(xp, w, offs, out, pitch_d, pitch_h, groups, zero):
+        """out[n, o, y] = sum_{c, k} w[o, c, k] xp[n, g c, flat(y) + offs[k]]."""
+        n_img = xp.shape[0]
+        o_all, cg, kk = w.shape
+        od, oh, ow = out.shape[2], out.shape[3], out.shape[4]
+        og = o_all // groups
+        run = (od - 1) * pitch_d + (oh - 1) * pitch_h + ow
+        nob = (og + 3) // 4
+        for t in prange(n_img * groups * nob):
+            n = t // (groups * nob)
+            g = (t // nob) % groups
+            o0 = g * og + (t % nob) * 4
+            nb = min(4, (g + 1) * og - o0)
+            a0 = np.zeros(run, dtype=xp.dtype)
+            a1 = np.zeros(run, dtype=xp.dtype)
+            a2 = np.zeros(run, dtype=xp.dtype)
+            a3 = np.zeros(run, dtype=xp.dtype)
+            for c in range(cg):
+                xc = xp[n, g * cg + c]
+                for k in range(kk):
+                    off = offs[k]
+                    xs = xc[off:off + run]
+                    if nb == 4:
+                        axpy4(a0, a1, a2, a3, xs, w[o0, c, k], w[o0 + 1, c, k],
+                              w[o0 + 2, c, k], w[o0 + 3, c, k])
+                    else:
+                        axpy1(a0, xs, w[o0, c, k])
+                        if nb > 1:
+                            axpy1(a1, xs, w[o0 + 1, c, k])
+                        if nb > 2:
+                            axpy1(a2, xs, w[o0 + 2, c, k])
+            for b in range(nb):
+                ab = a0 if b == 0 else (a1 if b == 1 else (a2 if b == 2 else a3))
+                for yd in range(od):
+                    for yh in range(oh):
+                        at = yd * pitch_d + yh * pitch_h
+                        dst = out[n, o0 + b, yd, yh]
+                        for yw in range(ow):
+                            dst[yw] = ab[at + yw]
+
+    @njit
+    def dot_flat(xp, wp, length, bases, out, groups, zero):
+        """out[n, o, p] = sum_c sum_{j < length} wp[o, c, j] xp[n, g c, bases[p] + j]."""
+        n_img = xp.shape[0]
+        o_all, cg = wp.shape[:2]
+        n_out = bases.shape[0]
+        og = o_all // groups
+        for t in prange(n_img * o_all):
+            n = t // o_all
+            o = t % o_all
+            g = o // og
+            acc = np.zeros(n_out, dtype=xp.dtype)
+            for c in range(cg):
+                xc = xp[n, g * cg + c]
+                wc = wp[o, c, :length]
+                for p in range(n_out):
+                    xs = xc[bases[p]:bases[p] + length]
+                    s = zero
+                    for j in range(length):
+                        s += wc[j] * xs[j]
+                    acc[p] += s
+            for p in range(n_out):
+                out[n, o, p] = acc[p]
+
+    @njit
+    def rows(xp, w, out, strides, dils, groups, zero):
+        """out[n, o, y] = sum_{c, k} w[o, c, k] xp[n, g c, y * s + k * r], row by row."""
+        n_img = xp.shape[0]
+        o_all, cg, kd, kh, kw = w.shape
+        od, oh, ow = out.shape[2], out.shape[3], out.shape[4]
+        sd, sh, sw = strides
+        rd, rh, rw = dils
+        og = o_all // groups
+        for t in prange(n_img * o_all):
+            n = t // o_all
+            o = t % o_all
+            g = o // og
+            acc = np.zeros((od, oh, ow), dtype=xp.dtype)
+            for c in range(cg):
+                xc = xp[n, g * cg + c]
+                for a in range(kd):
+                    for b in range(kh):
+                        for e in range(kw):
+                            wv = w[o, c, a, b, e]
+                            for yd in range(od):
+                                for yh in range(oh):
+                                    src = xc[yd * sd + a * rd, yh * sh + b * rh]
+                                    dst = acc[yd, yh]
+                                    base = e * rw
+                                    for yw in range(ow):
+                                        dst[yw] += wv * src[base + yw * sw]
+            out[n, o] = acc
+
+    _KERNELS = {"axpy_flat": axpy_flat, "dot_flat": dot_flat, "rows": rows}
+    return _KERNELS
+
+
+# -- the layouts -----------------------------------------------------------------------------
+
+def _as_3d(x: np.ndarray) -> np.ndarray:
+    """``[A, B, *spatial]`` with unit spatial axes in front, to three spatial axes."""
+    return x.reshape(x.shape[:2] + (1,) * (5 - x.ndim) + x.shape[2:])
+
+
+def _padded_input(x: np.ndarray, padding, lhs_dilation) -> np.ndarray:
+    """``x`` (3-d form) dilated by ``lhs_dilation`` and zero-padded (negative values crop),
+    as a contiguous scratch array."""
+    sizes = tuple(dilated_size(n, d) + lo + hi
+                  for n, d, (lo, hi) in zip(x.shape[2:], lhs_dilation, padding))
+    buf = scratch(np, x.shape[:2] + sizes, x.dtype, "numba_x")
+    dst, src = [], []
+    for n, d, (lo, hi), size in zip(x.shape[2:], lhs_dilation, padding, sizes):
+        # input i lands at lo + i * d; keep those inside [0, size)
+        i0 = max(0, -(lo // d)) if lo < 0 else 0
+        i1 = min(n, (size - 1 - lo) // d + 1)
+        src.append(slice(i0, max(i0, i1)))
+        dst.append(slice(lo + i0 * d, lo + i0 * d + (max(i1 - i0, 0) - 1) * d + 1, d))
+    full = all(d == 1 for d in lhs_dilation) and all(lo <= 0 and hi <= 0 for lo, hi in padding)
+    if not full:
+        buf[...] = 0
+    if all(s.stop > s.start for s in src):
+        np.copyto(buf[(slice(None), slice(None)) + tuple(dst)],
+                  x[(slice(None), slice(None)) + tuple(src)])
+    return buf
+
+
+def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, padding,
+               lhs_dilation, rhs_dilation, feature_group_count) -> np.ndarray:
+    """The CPU implementation of ``conv_general_dilated`` with Numba's direct kernels.
+
+    Args:
+        xp: the array module (NumPy).
+        lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, feature_group_count:
+            as :func:`functx.primitives.conv.conv_general_dilated`.
+
+    Returns:
+        The convolution, ``[N, O, *out_spatial]``; through
+        :func:`~functx.primitives._conv_cpu.conv_cpu` where Numba is missing or the dtype
+        is neither float32 nor float64.
+    """
+    params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+                  rhs_dilation=rhs_dilation, feature_group_count=feature_group_count)
+    if not ENABLED or lhs.dtype not in _DTYPES or lhs.dtype != rhs.dtype:
+        return conv_cpu(xp, lhs, rhs, **params)
+    spatial = out_spatial(lhs.shape[2:], rhs.shape[2:], window_strides, padding, lhs_dilation,
+                          rhs_dilation)
+    out_shape = (lhs.shape[0], rhs.shape[0]) + spatial
+    if lhs.size == 0 or rhs.size == 0 or math.prod(out_shape) == 0:
+        return np.zeros(out_shape, dtype=lhs.dtype)
+    kernels = _compile()
+    fill = 3 - len(spatial)
+    strides = (1,) * fill + tuple(window_strides)
+    rdil = (1,) * fill + tuple(rhs_dilation)
+    x = _padded_input(_as_3d(lhs), ((0, 0),) * fill + tuple(padding),
+                      (1,) * fill + tuple(lhs_dilation))
+    w = np.ascontiguousarray(_as_3d(rhs))
+    out = np.empty(out_shape, dtype=lhs.dtype)
+    out3 = _as_3d(out)
+    zero = np.zeros((), lhs.dtype)[()]
+    groups = feature_group_count
+    n, c = x.shape[:2]
+    sizes = x.shape[2:]
+    kernel = w.shape[2:]
+    pitch_d, pitch_h = sizes[1] * sizes[2], sizes[2]
+    if all(s == 1 for s in strides) and math.prod(kernel) <= math.prod(spatial):
+        offs = np.array([a * rdil[0] * pitch_d + b * rdil[1] * pitch_h + e * rdil[2]
+                         for a in range(kernel[0]) for b in range(kernel[1])
+                         for e in range(kernel[2])], dtype=np.int64)
+        kernels["axpy_flat"](x.reshape(n, c, -1), w.reshape(w.shape[0], w.shape[1], -1), offs,
+                             out3, pitch_d, pitch_h, groups, zero)
+    elif all(r == 1 for r in rdil):
+        o, cg = w.shape[:2]
+        # the kernel at the padded input's pitches, zeros in the extra columns
+        wp = scratch(np, (o, cg, kernel[0], sizes[1], sizes[2]), w.dtype, "numba_w")
+        wp[...] = 0
+        wp[:, :, :, :kernel[1], :kernel[2]] = w
+        length = (kernel[0] - 1) * pitch_d + (kernel[1] - 1) * pitch_h + kernel[2]
+        o3 = out3.shape[2:]
+        bases = np.array([a * strides[0] * pitch_d + b * strides[1] * pitch_h + e * strides[2]
+                          for a in range(o3[0]) for b in range(o3[1]) for e in range(o3[2])],
+                         dtype=np.int64)
+        kernels["dot_flat"](x.reshape(n, c, -1), wp.reshape(o, cg, -1), length, bases,
+                            out.reshape(out.shape[0], out.shape[1], -1), groups, zero)
+    else:
+        kernels["rows"](x, w, out3, strides, rdil, groups, zero)
+    return out
