@@ -545,8 +545,8 @@ def apply_eager(prim: Primitive, args: tuple | list, params: dict) -> Any:
                 if a is out:  # array, which must not change under the result: a copy
                     out = backends.finalize_cpu(out, args)
                     break
-            else:  # (setflags: reading out.flags makes a flags object, twice the cost)
-                out.setflags(write=False)
+            else:  # setflags(write=False), positionally: out.flags.writeable = False
+                out.setflags(False)  # makes a flags object, and a keyword costs a parse
         else:
             out = backends.finalize_cpu(out, args)
     if CHECK_EAGER:
