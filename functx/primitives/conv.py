@@ -29,7 +29,10 @@ joins the matrix product's columns (one large product rather than one per image)
 windows are copied from one strided view, unit-stride convolutions work on "flat" rows
 (long contiguous runs), and temporaries live in per-thread scratch buffers. The copies and
 scatter-adds run on the calling thread; only the products use the BLAS library's threads
-(see the note above ``_gather_cpu`` there).
+(see the note above ``_gather_cpu`` there). Where Numba is installed, the CPU's registered
+implementation is ``conv_numba`` (``functx/primitives/_conv_numba.py``): direct,
+multi-threaded kernels for the convolutions whose matrix product would have a tiny
+dimension (few channels, as in LeNet), ``conv_cpu`` for the rest.
 """
 from __future__ import annotations
 
