@@ -13,8 +13,9 @@ Three workloads, float32, each checked against PyTorch's gradients before it is 
 functx runs eagerly and under ``functx.jit`` (``functx jit``: traced once, then replayed
 without the tracing and bookkeeping of each call), with its CPU convolution as configured
 (Numba's direct kernels where they pay, when Numba is installed) and, as ``functx jit
-numpy``, with the direct kernels switched off (the NumPy im2col/col2im path alone). Times are medians of interleaved
-repeats (see ``_harness.py``) with the 25th-75th percentile range. Thread settings are left
+numpy``, with the direct kernels switched off (the NumPy im2col/col2im path alone). Times
+are medians of interleaved repeats (see ``_harness.py``) with the 25th-75th percentile
+range. Thread settings are left
 at their defaults and printed, unless ``--threads N`` caps PyTorch's intra-op threads and
 NumPy's BLAS threads (through threadpoolctl) at N alike; functx starts no threads of its
 own. The target is functx within 2x of PyTorch's CPU time.

@@ -24,13 +24,16 @@ copy of the input in 3-d form (1-d and 2-d convolutions get unit leading spatial
   output plane, row by row.
 
 Threads: the loops run over (image, output-channel block) with ``prange``, on Numba's
-threads; no BLAS call is made, so nothing fights BLAS's own threads. The padded copy is
-made with NumPy on the calling thread (a few per cent of the time).
+threads, in its ``workqueue`` layer unless the user picked one (see
+:func:`_prefer_workqueue`: OpenMP's spinning threads fought BLAS's); no BLAS call is made.
+The padded copy is made with NumPy on the calling thread (a few per cent of the time).
 """
 from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -58,6 +61,27 @@ ENABLED = numba_available()
 FORCE = False
 
 
+def _prefer_workqueue(numba: Any) -> None:
+    """Pick Numba's ``workqueue`` threading layer, unless the user chose one
+    (``NUMBA_THREADING_LAYER``) or Numba's threads already run.
+
+    Its threads sleep between kernels. The OpenMP layer's spin after each kernel and take
+    the cores from the BLAS and PyTorch threads that run next: bench_conv's LeNet step went
+    from 40-44 ms (OpenMP) to 8.4-8.7 ms (workqueue) on a 2-core machine, the NumPy path
+    alone taking 13-34 ms. The workqueue layer does not take concurrent launches from
+    several threads, so :func:`direct_conv` holds a lock around each kernel.
+    """
+    if os.environ.get("NUMBA_THREADING_LAYER") or numba.config.THREADING_LAYER != "default":
+        return
+    try:
+        numba.threading_layer()  # raises until a parallel kernel has run
+    except ValueError:
+        numba.config.THREADING_LAYER = "workqueue"
+
+
+_LAUNCH = threading.Lock()  # one kernel at a time (each uses every core)
+
+
 def _compile() -> dict[str, Callable]:
     """The kernels, built on first use (``import numba`` takes about half a second)."""
     global _KERNELS
@@ -65,6 +89,8 @@ def _compile() -> dict[str, Callable]:
         return _KERNELS
     import numba  # lazy: the only place functx imports Numba
     from numba import prange
+
+    _prefer_workqueue(numba)
 
     njit = numba.njit(parallel=True, cache=True, fastmath=set(_FASTMATH), nogil=True)
 
@@ -264,6 +290,11 @@ def _direct_pays(lhs, rhs, out_shape, window_strides, groups, dilated: bool) -> 
     return min(dims) < _SMALL_DIM
 
 
+def _launch(kernel: Callable, *args: Any) -> None:
+    with _LAUNCH:
+        kernel(*args)
+
+
 def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_strides,
                 padding, lhs_dilation, rhs_dilation, feature_group_count) -> np.ndarray:
     """The convolution by the direct kernels (float32 or float64 operands of one dtype, no
@@ -288,8 +319,8 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
         offs = np.array([a * rdil[0] * pitch_d + b * rdil[1] * pitch_h + e * rdil[2]
                          for a in range(kernel[0]) for b in range(kernel[1])
                          for e in range(kernel[2])], dtype=np.int64)
-        kernels["axpy_flat"](x.reshape(n, c, -1), w.reshape(w.shape[0], w.shape[1], -1), offs,
-                             out3, pitch_d, pitch_h, groups, zero)
+        _launch(kernels["axpy_flat"], x.reshape(n, c, -1),
+                w.reshape(w.shape[0], w.shape[1], -1), offs, out3, pitch_d, pitch_h, groups, zero)
     elif all(r == 1 for r in rdil):
         o, cg = w.shape[:2]
         # the kernel at the padded input's pitches, zeros in the extra columns
@@ -301,8 +332,8 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
         bases = np.array([a * strides[0] * pitch_d + b * strides[1] * pitch_h + e * strides[2]
                           for a in range(o3[0]) for b in range(o3[1]) for e in range(o3[2])],
                          dtype=np.int64)
-        kernels["dot_flat"](x.reshape(n, c, -1), wp.reshape(o, cg, -1), length, bases,
-                            out.reshape(out.shape[0], out.shape[1], -1), groups, zero)
+        _launch(kernels["dot_flat"], x.reshape(n, c, -1), wp.reshape(o, cg, -1), length, bases,
+                out.reshape(out.shape[0], out.shape[1], -1), groups, zero)
     else:
-        kernels["rows"](x, w, out3, strides, rdil, groups, zero)
+        _launch(kernels["rows"], x, w, out3, strides, rdil, groups, zero)
     return out
