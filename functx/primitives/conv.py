@@ -49,7 +49,6 @@ from functx.primitives._batching import moveaxis
 from functx.primitives._conv_numba import conv_numba
 from functx.primitives._conv_cpu import (
     chunks,
-    conv_cpu,
     lhs_dilated,
     padded,
     scatter_plans,
@@ -114,7 +113,7 @@ def _conv_aval(lhs: AbstractArray, rhs: AbstractArray, *, window_strides: tuple,
 
 
 # -- the generic implementation --------------------------------------------------------------
-# Any array module (CuPy's where the CUDA plans do not apply); the CPU's own is conv_cpu.
+# Any array module (CuPy's where the CUDA plans do not apply); the CPU's own is conv_numba.
 
 def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups):
     """The convolution of an already padded (and dilated) ``x``: im2col, then one matmul."""
@@ -205,8 +204,8 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
 
 
 conv_general_dilated_p.def_impl(_conv_impl)
-# On the CPU, Numba's direct kernels (functx/primitives/_conv_numba.py), which fall back to the
-# NumPy im2col/col2im of conv_cpu where Numba is missing.
+# On the CPU, Numba's direct kernels where they pay (functx/primitives/_conv_numba.py), else
+# (and without Numba) the NumPy im2col/col2im of conv_cpu.
 conv_general_dilated_p.def_impl(conv_numba, backend="cpu")
 # On CUDA, im2col/col2im kernels and cuBLAS GEMMs (functx/primitives/cuda/conv.py; the generic rule
 # where those plans do not apply).
