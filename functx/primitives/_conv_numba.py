@@ -1,10 +1,13 @@
 """Direct convolution kernels for the CPU, compiled with Numba (:func:`conv_numba`).
 
-The CPU implementation of ``conv_general_dilated`` when Numba is installed; without it (or
-for dtypes other than float32 and float64) :func:`functx.primitives._conv_cpu.conv_cpu`, the
-NumPy im2col/col2im path, stays in use. Numba is imported on the first call, never at
-``import functx``; the kernels are compiled once per dtype and layout and cached on disk
-(``cache=True``), so a second process loads them.
+The CPU implementation of ``conv_general_dilated``. It runs the direct kernels where the
+NumPy path's matrix product would have a tiny dimension (:func:`_direct_pays`: few
+channels, as in LeNet; BLAS wins everywhere else) and
+:func:`functx.primitives._conv_cpu.conv_cpu`, the NumPy im2col/col2im path, otherwise,
+without Numba, and for dtypes other than float32 and float64. Numba is imported on the
+first convolution, never at ``import functx``; the kernels (in ``_conv_numba_kernels``) are
+compiled once per dtype and layout and cached on disk (``cache=True``), so a second
+process loads them (about 1 s for the first call instead of 4.5).
 
 Every convolution is one of three loops over a zero-padded (and ``lhs_dilation``-dilated)
 copy of the input in 3-d form (1-d and 2-d convolutions get unit leading spatial axes):
