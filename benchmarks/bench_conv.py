@@ -1,17 +1,21 @@
 """CPU benchmark: convolutions in functx beside PyTorch, in one process.
 
-Two workloads, float32, each checked against PyTorch's gradients before it is timed:
+Three workloads, float32, each checked against PyTorch's gradients before it is timed:
 
 1. ``conv2d``: forward and backward (input and weight gradients, one random cotangent) of
    ``conv2d`` on a batch of 16 images, 32 -> 64 channels, 32 x 32, 3 x 3 kernel, padding 1.
-2. ``lenet``: the gradient of the cross-entropy loss of a LeNet-5-style network (conv 5x5
+2. ``conv2d 64``: the same for issue 17's row: a batch of 8 images, 64 -> 64 channels.
+3. ``lenet``: the gradient of the cross-entropy loss of a LeNet-5-style network (conv 5x5
    1 -> 6, padding 2, relu, max pool 2; conv 5x5 6 -> 16, relu, max pool 2; linear 400 ->
    120 -> 84 -> 10 with relus) on a batch of 64 28 x 28 images, with respect to a dict of
    its ten parameters.
 
 functx runs eagerly and under ``functx.jit`` (``functx jit``: traced once, then replayed
-without the tracing and bookkeeping of each call). Times are medians of interleaved
-repeats (see ``_harness.py``) with the 25th-75th percentile range. Thread settings are left
+without the tracing and bookkeeping of each call), with its CPU convolution as configured
+(Numba's direct kernels where they pay, when Numba is installed) and, as ``functx jit
+numpy``, with the direct kernels switched off (the NumPy im2col/col2im path alone). Times
+are medians of interleaved repeats (see ``_harness.py``) with the 25th-75th percentile
+range. Thread settings are left
 at their defaults and printed, unless ``--threads N`` caps PyTorch's intra-op threads and
 NumPy's BLAS threads (through threadpoolctl) at N alike; functx starts no threads of its
 own. The target is functx within 2x of PyTorch's CPU time.
@@ -38,20 +42,23 @@ except ImportError:  # running from a checkout without installing it
     import functx as fx
 import functx.nn as fnn
 import functx.numpy as fnp
+from functx.primitives import _conv_numba
 
 from _harness import (CpuMeter, environment_report, log, markdown_table, measure,
                       relative_error)
 
 TARGET = 2.0  # functx's time at most 2x PyTorch's
+NUMBA_KERNELS = _conv_numba.ENABLED  # as configured (the steps below switch it)
 TOLERANCE = 1e-4  # float32 gradients' largest relative difference from PyTorch's
 
 
-def conv_workload(torch: Any) -> tuple[dict, dict]:
-    """Steps and their results (as NumPy) of conv2d forward + backward."""
+def conv_workload(torch: Any, n: int = 16, c: int = 32) -> tuple[dict, dict]:
+    """Steps and their results (as NumPy) of conv2d forward + backward: ``n`` images of
+    ``c`` channels, 32 x 32, to 64 channels."""
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((16, 32, 32, 32)).astype(np.float32)
-    w = (rng.standard_normal((64, 32, 3, 3)) / np.sqrt(32 * 9)).astype(np.float32)
-    ct = rng.standard_normal((16, 64, 32, 32)).astype(np.float32)
+    x = rng.standard_normal((n, c, 32, 32)).astype(np.float32)
+    w = (rng.standard_normal((64, c, 3, 3)) / np.sqrt(c * 9)).astype(np.float32)
+    ct = rng.standard_normal((n, 64, 32, 32)).astype(np.float32)
 
     def conv(x: Any, w: Any) -> Any:
         return fnn.conv2d(x, w, padding=1)
@@ -131,12 +138,29 @@ def lenet_workload(torch: Any) -> tuple[dict, dict]:
     return steps, results
 
 
+def with_numpy_conv(steps: dict, results: dict) -> tuple[dict, dict]:
+    """``steps`` plus ``functx jit numpy``: the jit step with the direct kernels off (each
+    step sets the switch, so the interleaved timing can alternate them)."""
+    def setting(step: Callable, on: bool) -> Callable:
+        def run() -> Any:
+            _conv_numba.ENABLED = on
+            return step()
+        return run
+
+    out = {name: setting(step, NUMBA_KERNELS) if name.startswith("functx") else step
+           for name, step in steps.items()}
+    if NUMBA_KERNELS:
+        out["functx jit numpy"] = setting(steps["functx jit"], False)
+        results = dict(results, **{"functx jit numpy": results["functx jit"]})
+    return out, results
+
+
 def check(results: dict, steps: dict) -> float:
     """The largest relative difference between functx's gradients (eager and jit) and
     PyTorch's."""
     want = results["torch"](steps["torch"]())
     errors = []
-    for name in ("functx", "functx jit"):
+    for name in [k for k in steps if k != "torch"]:
         got = results[name](steps[name]())
         if isinstance(want, dict):
             errors += [relative_error(got[k], want[k]) for k in want]
@@ -167,15 +191,21 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
         limits = threadpool_limits(args.threads)  # kept alive until the end of main
+        if NUMBA_KERNELS:
+            import numba
+
+            numba.set_num_threads(args.threads)
     meter = CpuMeter()
     threads = f", {args.threads} threads each" if args.threads else ""
     report = [f"# functx vs PyTorch: convolutions (CPU, float32{threads})", ""]
     status = 0
     for title, build in [("conv2d forward + backward (16x32x32x32, 3x3, 32 -> 64, padding 1)",
                           conv_workload),
+                         ("conv2d forward + backward (8x64x32x32, 3x3, 64 -> 64, padding 1)",
+                          lambda torch: conv_workload(torch, 8, 64)),
                          ("LeNet-5 gradient step (batch 64, 28 x 28)", lenet_workload)]:
         log(f"{title}...")
-        steps, results = build(torch)
+        steps, results = with_numpy_conv(*build(torch))
         err = check(results, steps)
         if err > TOLERANCE:
             log(f"  functx's gradient differs from PyTorch's (relative error {err:.1e})")
@@ -187,13 +217,24 @@ def main(argv: list[str] | None = None) -> int:
         t = {x.name: x.median for x in timings}
         report += [f"## {title}", "", f"Gradients agree with PyTorch's (relative error "
                    f"{err:.1e}).", "", markdown_table(timings, "ms", 1e3, "functx"), ""]
-        for name in ("functx", "functx jit"):
+        for name in [k for k in t if k != "torch"]:
             ratio = t[name] / t["torch"]
             report.append(f"{name} ÷ torch: {ratio:.2f} (target <= {TARGET:.1f}: "
                           f"{'met' if ratio <= TARGET else 'MISSED'})")
         report.append("")
-    report += ["## Environment", "", environment_report({"torch": torch}, ROOT),
-               meter.report()]
+    if NUMBA_KERNELS:
+        import numba
+
+        try:
+            layer = numba.threading_layer()
+        except ValueError:  # no parallel kernel ran
+            layer = "(none started)"
+        kernels = (f"Numba {numba.__version__} direct kernels where they pay, threading layer "
+                   f"{layer}, {numba.get_num_threads()} threads")
+    else:
+        kernels = "Numba not installed: the NumPy im2col/col2im path only"
+    report += ["## Environment", "", f"CPU convolution: {kernels}.", "",
+               environment_report({"torch": torch}, ROOT), meter.report()]
     print("\n".join(report))
     del limits
     return status

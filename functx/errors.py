@@ -155,3 +155,30 @@ class ArgumentTypeError(FunctxError, TypeError):
     the mistake and names the argument. (``grad``, ``vjp``, ``jvp`` and the Jacobians raise
     :class:`GradError` for the same mistakes.)
     """
+
+
+def your_code() -> str:
+    """`` Your code: file:line (function)`` for the innermost user frame, or ''."""
+    source = user_source(2)
+    return f"\n  Your code: {source}" if source is not None else ""
+
+
+def attach_source(err: "FunctxError", source: SourceInfo | None) -> "FunctxError":
+    """``err`` with a last line naming the user's source line (once; returns ``err``)."""
+    if source is not None and err.args and isinstance(err.args[0], str) \
+            and "Your code:" not in err.args[0]:
+        err.args = (f"{err.args[0]}\n  Your code: {source}",) + err.args[1:]
+    return err
+
+
+def leak_error(t: Any) -> "TracerLeakError":
+    """The error for a tracer ``t`` (a ``functx.tracing.Tracer``) used after its transform
+    returned (its builder is inactive)."""
+    b = t._builder
+    return TracerLeakError(
+        f"A traced {t.aval} value created inside {b.transform} (started at {b.source}) was "
+        f"used after {b.transform} had returned. A traced value escaped its transform, for "
+        "example through a global variable, a list or an attribute set inside the function."
+        "\n  What to do: return the value from the transformed function instead, or "
+        "compute it outside."
+        + your_code())

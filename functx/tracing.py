@@ -32,29 +32,13 @@ from typing import Any, Callable, Collection, NamedTuple, Sequence
 import numpy as np
 
 from functx import backends, tree
-from functx.errors import (ConcretizationError, FunctxError, MissingRuleError, TracerLeakError,
-                           user_source)
+# attach_source, leak_error and your_code live in functx.errors (with user_source); they
+# are imported from here too.
+from functx.errors import (ConcretizationError, FunctxError, MissingRuleError, attach_source,
+                           leak_error, user_source, your_code)
 from functx.ir import AbstractArray, Eqn, Literal, SourceInfo, Trace, Var, abstractify, typecheck
 from functx.registry import Primitive
 from functx.registry.hooks import HOOKS
-
-# ----------------------------------------------------------------------------------------
-# Where in the user's code are we? (user_source lives in functx.errors, the lowest layer.)
-
-
-def _your_code() -> str:
-    """`` Your code: file:line (function)`` for the innermost user frame, or ''."""
-    source = user_source(2)
-    return f"\n  Your code: {source}" if source is not None else ""
-
-
-def attach_source(err: FunctxError, source: SourceInfo | None) -> FunctxError:
-    """``err`` with a last line naming the user's source line (once; returns ``err``)."""
-    if source is not None and err.args and isinstance(err.args[0], str) \
-            and "Your code:" not in err.args[0]:
-        err.args = (f"{err.args[0]}\n  Your code: {source}",) + err.args[1:]
-    return err
-
 
 # ----------------------------------------------------------------------------------------
 # Tracer methods and operators are functx.numpy's functions (``x + y`` is
@@ -138,7 +122,7 @@ class Tracer:
     def _concrete(self, what: str) -> Any:
         b = self._builder
         if not b.active:
-            raise _leak_error(self)
+            raise leak_error(self)
         if b.concrete:
             v = self._value
             return v._concrete(what) if type(v) is Tracer else v
@@ -148,7 +132,7 @@ class Tracer:
             "  What to do: use functx.numpy.where(cond, x, y) for an elementwise choice, "
             "make the argument static (static_argnums), or move the Python control flow "
             "outside the transformed function."
-            + _your_code())
+            + your_code())
 
     def _python_value(self, what: str, example: str) -> Any:
         """The value, for a conversion to a Python number or list (see the class docstring):
@@ -164,7 +148,7 @@ class Tracer:
                 f"really meant, convert functx.stop_gradient(x) instead: {example}. "
                 "Integer and boolean values carry no derivative and convert freely; bool() "
                 "(an `if`) works too."
-                + _your_code())
+                + your_code())
         return self._concrete(what)
 
     def __bool__(self) -> bool:
@@ -198,7 +182,7 @@ class Tracer:
             "it out of the trace and lose its gradient.\n  What to do: use the function of "
             "the same name from functx.numpy, or functx.stop_gradient(x) and return the "
             "value if you only need to inspect it."
-            + _your_code())
+            + your_code())
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         fn = getattr(HOOKS.numpy, ufunc.__name__, None) if method == "__call__" else None
@@ -321,19 +305,6 @@ class Tracer:
 backends.register_tracer_type(Tracer, lambda t: t._value)
 
 
-def leak_error(t: Tracer) -> TracerLeakError:
-    """The error for a tracer used after its transform returned (its builder is inactive)."""
-    b = t._builder
-    return TracerLeakError(
-        f"A traced {t.aval} value created inside {b.transform} (started at {b.source}) was "
-        f"used after {b.transform} had returned. A traced value escaped its transform, for "
-        "example through a global variable, a list or an attribute set inside the function."
-        "\n  What to do: return the value from the transformed function instead, or "
-        "compute it outside."
-        + _your_code())
-
-
-_leak_error = leak_error  # the name the Tracer class uses
 
 
 # ----------------------------------------------------------------------------------------
@@ -516,40 +487,52 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     """Apply ``prim`` to ``args``: eagerly, or by recording it into the innermost trace.
 
     This is the single entry point of every operation in functx. Without a tracer among
-    ``args`` it runs the implementation for the arguments' backend (the eager path is
-    inlined here: it is the hot path of eager ``grad``).
+    ``args`` it runs the implementation for the arguments' backend (:func:`apply_eager`,
+    the hot path of eager ``grad``).
     """
     builder = None
-    backend = None
     for a in args:
-        t = type(a)
-        if t is Tracer:
+        if type(a) is Tracer:
             b = a._builder
             if builder is None or b.level > builder.level:
                 builder = b
-        elif builder is None:
+    if builder is None:
+        return apply_eager(prim, args, params)
+    if not builder.active:
+        for a in args:
+            if type(a) is Tracer and a._builder is builder:
+                raise leak_error(a)
+    return builder.process(prim, args, params)
+
+
+def apply_eager(prim: Primitive, args: tuple | list, params: dict) -> Any:
+    """Run ``prim``'s implementation on ``args`` (no tracers among them: the caller checked)
+    on their backend; on the CPU the result is read-only. Concrete builders call it
+    directly for the values they compute."""
+    backend = None
+    for a in args:
+        t = type(a)
+        if t is _ndarray:
+            b = _CPU
+        elif t is float or t is int:  # Python scalars join the other operands' device
+            continue
+        else:
             b = _BY_TYPE.get(t)
             if b is None:
                 b = backends.backend_of(a)
                 if b is None:
                     continue
-            if backend is None:
-                backend = b
-            elif b is not backend:
-                backend = _MIXED  # resolved below: 0-d host values join the device, or error
-    if builder is not None:
-        if not builder.active:
-            for a in args:
-                if type(a) is Tracer and a._builder is builder:
-                    raise leak_error(a)
-        return builder.process(prim, args, params)
+        if backend is None:
+            backend = b
+        elif b is not backend:
+            backend = _MIXED  # resolved below: 0-d host values join the device, or error
     if backend is None:
         backend = _CPU
     elif backend is _MIXED:
-        backend, args = backends.resolve_mixed(args, prim.name)
+        backend, args = backends.resolve_mixed(tuple(args), prim.name)
     impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend)
     try:
-        out = impl(*args, **params)
+        out = impl(*args, **params) if params else impl(*args)
     except FunctxError as e:
         raise attach_source(e, user_source(2)) from None
     except Exception as e:
@@ -557,12 +540,13 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     if backend is _CPU:
         if prim.multiple_results:
             out = [backends.finalize_cpu(o, args) for o in out]
-        elif type(out) is _ndarray and out.base is None and out.flags.writeable:
+        elif type(out) is _ndarray and out.base is None:  # a fresh result (it owns its data)
             for a in args:  # an impl may return an input itself: the caller's writeable
                 if a is out:  # array, which must not change under the result: a copy
-                    out = out.copy()
+                    out = backends.finalize_cpu(out, args)
                     break
-            out.flags.writeable = False
+            else:  # setflags(write=False), positionally: out.flags.writeable = False
+                out.setflags(False)  # makes a flags object, and a keyword costs a parse
         else:
             out = backends.finalize_cpu(out, args)
     if CHECK_EAGER:

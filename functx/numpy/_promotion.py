@@ -382,7 +382,15 @@ def fast_common_dtype(args: tuple) -> np.dtype | None:
     scalars = False
     for a in args:
         t = type(a)
-        if t is np.ndarray or (t is Tracer and not a._var.aval.weak_type) or t in BY_TYPE:
+        if t is Tracer:  # (its aval directly: Tracer.dtype is a property)
+            aval = a._var.aval
+            if aval.weak_type:
+                return None
+            if dt is None:
+                dt = aval.dtype
+            elif aval.dtype != dt:
+                return None
+        elif t is np.ndarray or t in BY_TYPE:
             if dt is None:
                 dt = a.dtype
             elif a.dtype != dt:
@@ -405,9 +413,12 @@ def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
     """:func:`promote_args` and the common dtype (the operands may be Python scalars, which
     have no ``.dtype``)."""
     dt = fast_common_dtype(args)
-    if dt is not None:
-        return [a if type(a) is not builtins.float and type(a) is not builtins.int
-                else _scalar_array(a, dt) for a in args], dt
+    if dt is not None:  # (a loop, not a list comprehension: no frame of its own)
+        out = []
+        for a in args:
+            t = type(a)
+            out.append(_scalar_array(a, dt) if t is builtins.float or t is builtins.int else a)
+        return out, dt
     args = [a if is_tracer(a) or isinstance(a, (np.ndarray,) + PY_SCALARS)
             else to_array(name, a) for a in args]
     for a in args:

@@ -89,7 +89,8 @@ def _inexact_dtype(dt: np.dtype) -> np.dtype:
 
 
 def to_inexact(x: Any) -> Any:
-    return astype(x, _inexact_dtype(x.dtype)) if x.dtype.kind in "biu" else x
+    dt = x._var.aval.dtype if type(x) is Tracer else x.dtype  # (Tracer.dtype: a property)
+    return astype(x, _inexact_dtype(dt)) if dt.kind in "biu" else x
 
 
 def promote_inexact(name: str, x1: Any, x2: Any) -> tuple:

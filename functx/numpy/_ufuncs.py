@@ -80,6 +80,9 @@ __all__ = [
     "copysign", "nan_to_num", "heaviside",
 ]
 
+# (a dtype: comparing with the type np.bool_ converts it to a dtype on every call)
+_BOOL = np.dtype(np.bool_)
+
 
 def truthy(x: Any) -> Any:
     """``x`` as booleans (nonzero is True)."""
@@ -94,14 +97,14 @@ def truthy(x: Any) -> Any:
 def add(x1, x2):
     """Elementwise ``x1 + x2`` (on booleans: logical or)."""
     (a, b), dt = promote_args_dtype("add", x1, x2)
-    return _ew.or_(a, b) if dt == np.bool_ else _ew.add(a, b)
+    return _ew.or_(a, b) if dt == _BOOL else _ew.add(a, b)
 
 
 @as_ufunc
 def subtract(x1, x2):
     """Elementwise ``x1 - x2``. Booleans raise TypeError (use logical_xor), as in NumPy."""
     (a, b), dt = promote_args_dtype("subtract", x1, x2)
-    if dt == np.bool_:
+    if dt == _BOOL:
         raise TypeError("functx.numpy.subtract (the - operator) is not supported for "
                         "booleans, as in NumPy; use logical_xor (^) instead.")
     return _ew.sub(a, b)
@@ -111,7 +114,7 @@ def subtract(x1, x2):
 def multiply(x1, x2):
     """Elementwise ``x1 * x2`` (on booleans: logical and)."""
     (a, b), dt = promote_args_dtype("multiply", x1, x2)
-    return _ew.and_(a, b) if dt == np.bool_ else _ew.mul(a, b)
+    return _ew.and_(a, b) if dt == _BOOL else _ew.mul(a, b)
 
 
 @as_ufunc
@@ -217,7 +220,7 @@ def power(x1, x2):
         return _ew.integer_pow(x1, y=x2)  # the common x ** 2: nothing to promote
     if isinstance(x2, PY_SCALARS) and not isinstance(x2, (builtins.bool, builtins.complex)):
         dt = result_type(x1, x2)
-        if dt == np.bool_:
+        if dt == _BOOL:
             dt = np.dtype(np.int8)
         integral = isinstance(x2, builtins.int) or (
             math.isfinite(x2) and x2 == builtins.int(x2) and builtins.abs(x2) <= 2 ** 31)
@@ -290,14 +293,14 @@ def sign(x):
 def maximum(x1, x2):
     """Elementwise maximum (NaN propagates; the gradient is split evenly at ties)."""
     (a, b), dt = promote_args_dtype("maximum", x1, x2)
-    return _ew.or_(a, b) if dt == np.bool_ else _ew.max(a, b)
+    return _ew.or_(a, b) if dt == _BOOL else _ew.max(a, b)
 
 
 @as_ufunc
 def minimum(x1, x2):
     """Elementwise minimum (NaN propagates; the gradient is split evenly at ties)."""
     (a, b), dt = promote_args_dtype("minimum", x1, x2)
-    return _ew.and_(a, b) if dt == np.bool_ else _ew.min(a, b)
+    return _ew.and_(a, b) if dt == _BOOL else _ew.min(a, b)
 
 
 def _nan_ignoring(name: str, extremum: Callable, x1: Any, x2: Any) -> Any:

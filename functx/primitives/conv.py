@@ -29,7 +29,10 @@ joins the matrix product's columns (one large product rather than one per image)
 windows are copied from one strided view, unit-stride convolutions work on "flat" rows
 (long contiguous runs), and temporaries live in per-thread scratch buffers. The copies and
 scatter-adds run on the calling thread; only the products use the BLAS library's threads
-(see the note above ``_gather_cpu`` there).
+(see the note above ``_gather_cpu`` there). Where Numba is installed, the CPU's registered
+implementation is ``conv_numba`` (``functx/primitives/_conv_numba.py``): direct,
+multi-threaded kernels for the convolutions whose matrix product would have a tiny
+dimension (few channels, as in LeNet), ``conv_cpu`` for the rest.
 """
 from __future__ import annotations
 
@@ -43,9 +46,9 @@ from functx.ir import AbstractArray, abstractify
 from functx.primitives import elementwise as _ew
 from functx.primitives import shape as _shape
 from functx.primitives._batching import moveaxis
+from functx.primitives._conv_numba import conv_numba
 from functx.primitives._conv_cpu import (
     chunks,
-    conv_cpu,
     lhs_dilated,
     padded,
     scatter_plans,
@@ -110,7 +113,7 @@ def _conv_aval(lhs: AbstractArray, rhs: AbstractArray, *, window_strides: tuple,
 
 
 # -- the generic implementation --------------------------------------------------------------
-# Any array module (CuPy's where the CUDA plans do not apply); the CPU's own is conv_cpu.
+# Any array module (CuPy's where the CUDA plans do not apply); the CPU's own is conv_numba.
 
 def _gather_conv(xp, x, w, out_shape, strides, rhs_dilation, groups):
     """The convolution of an already padded (and dilated) ``x``: im2col, then one matmul."""
@@ -201,7 +204,9 @@ def _conv_impl(xp, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilat
 
 
 conv_general_dilated_p.def_impl(_conv_impl)
-conv_general_dilated_p.def_impl(conv_cpu, backend="cpu")
+# On the CPU, Numba's direct kernels where they pay (functx/primitives/_conv_numba.py), else
+# (and without Numba) the NumPy im2col/col2im of conv_cpu.
+conv_general_dilated_p.def_impl(conv_numba, backend="cpu")
 # On CUDA, im2col/col2im kernels and cuBLAS GEMMs (functx/primitives/cuda/conv.py; the generic rule
 # where those plans do not apply).
 conv_general_dilated_p.def_impl(functools.partial(_cuda.conv_general_dilated,

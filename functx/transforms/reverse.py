@@ -15,17 +15,18 @@ with :func:`vjp_record` and runs the same backward pass.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from functx.backends import backend_of, default_backend, owned_read_only
 from functx.errors import MissingRuleError
-from functx.ir import Eqn, Literal, Trace, Var
+from functx.ir import Eqn, Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
 from functx.registry import Primitive
-from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, aval_of_value, bind,
-                            leak_error, user_source)
+from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, apply_eager, aval_of_value,
+                            bind, leak_error, user_source)
 from functx.transforms.interpret import walk_reverse
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
@@ -65,35 +66,45 @@ class ConcreteTraceBuilder(TraceBuilder):
         atoms = []
         vals = []
         targets = []
+        plain = True  # no tracer of an enclosing transform among the values
         for a in args:
             if type(a) is Tracer and a._builder is self:
                 v = a._var
                 atoms.append(v)
                 targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
                 a = a._value
+                if type(a) is Tracer:
+                    plain = False
             else:
+                if type(a) is Tracer:
+                    plain = False
                 atoms.append(self.atom_of(a))
                 targets.append(None)
             vals.append(a)
-        out = bind(prim, *vals, **params)
+        out = apply_eager(prim, vals, params) if plain else bind(prim, *vals, **params)
         multiple = prim.multiple_results
         # An output with no derivative (a zero VJP rule: stop_gradient, floor, comparisons...;
         # or integer/boolean outputs only) is a constant of this trace, as in JAX: it is
         # returned as the value itself, with no equation or record (nothing flows back
         # through it), so Python code can convert it (float(fx.stop_gradient(x))).
-        if prim.has_zero_vjp or (not any(INEXACT_DTYPES[o.dtype] for o in out) if multiple
-                                 else not INEXACT_DTYPES[out.dtype]):
-            return out
         if multiple:
+            if prim.has_zero_vjp or not any(INEXACT_DTYPES[o.dtype] for o in out):
+                return out
             out_vars = tuple(Var(aval_of_value(o)) for o in out)
         else:
-            out_vars = (Var(aval_of_value(out)),)
+            if prim.has_zero_vjp:
+                return out
+            aval = abstractify(out) if type(out) is np.ndarray else aval_of_value(out)
+            if not INEXACT_DTYPES[aval.dtype]:
+                return out
+            out_vars = (Var(aval),)
         vjp = prim.vjp
         # Equations are recorded without their source line (grad's hot path), except where
-        # the backward pass would need it for an error message.
-        self.eqns.append(Eqn(prim, tuple(atoms), params, out_vars,
-                             None if vjp is not None else user_source(3)))
-        ins = [a.aval for a in atoms]
+        # the backward pass would need it for an error message. (tuple.__new__ makes the
+        # Eqn named tuple without the Python frame of its __new__: this is grad's hot path.)
+        self.eqns.append(_new_tuple(Eqn, (prim, tuple(atoms), params, out_vars,
+                                          None if vjp is not None else user_source(3))))
+        ins = list(map(_aval_of_atom, atoms))  # (no list comprehension's frame)
         if vjp is not None:
             saved = prim.save_inputs
             for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
@@ -106,6 +117,10 @@ class ConcreteTraceBuilder(TraceBuilder):
         if multiple:
             return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
         return Tracer(self, out_vars[0], out)
+
+
+_new_tuple = tuple.__new__
+_aval_of_atom = operator.attrgetter("aval")
 
 
 # ----------------------------------------------------------------------------------------
@@ -298,9 +313,13 @@ def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
             return None
         # (the VJP rule is called here, not in a helper: see walk_reverse's docstring)
         if prim.vjp_selective:
-            return targets, vjp(ct, ins, out, needs=tuple([t is not None for t in targets]),
-                                **eqn.params)
-        return targets, vjp(ct, ins, out, **eqn.params)
+            if len(targets) == 2:  # (binary primitives: no list comprehension's frame)
+                needs = (targets[0] is not None, targets[1] is not None)
+            else:
+                needs = tuple([t is not None for t in targets])
+            return targets, vjp(ct, ins, out, needs=needs, **eqn.params)
+        params = eqn.params
+        return targets, vjp(ct, ins, out, **params) if params else vjp(ct, ins, out)
 
     walk_reverse(trace, cts, rule, add)
     return [cts.get(v) for v in trace.in_vars]

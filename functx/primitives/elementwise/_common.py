@@ -163,7 +163,10 @@ def unbroadcast(ct: Any, aval: Any) -> Any:
 
     ``aval`` is the operand's abstract value or value (a Python scalar has shape ()).
     """
-    shape = tuple(getattr(aval, "shape", ()))
+    shape = getattr(aval, "shape", ())
+    if ct.shape == shape:  # (the common case; tuples of both, no conversions)
+        return ct
+    shape = tuple(shape)
     if tuple(ct.shape) == shape:
         return ct
     lead = len(ct.shape) - len(shape)

@@ -1,0 +1,229 @@
+"""Direct convolution kernels for the CPU, compiled with Numba (:func:`conv_numba`).
+
+The CPU implementation of ``conv_general_dilated``. It runs the direct kernels where the
+NumPy path's matrix product would have a tiny dimension (:func:`_direct_pays`: few
+channels, as in LeNet; BLAS wins everywhere else) and
+:func:`functx.primitives._conv_cpu.conv_cpu`, the NumPy im2col/col2im path, otherwise,
+without Numba, and for dtypes other than float32 and float64. Numba is imported on the
+first convolution, never at ``import functx``; the kernels (in ``_conv_numba_kernels``) are
+compiled once per dtype and layout and cached on disk (``cache=True``), so a second
+process loads them (about 1 s for the first call instead of 4.5).
+
+Every convolution is one of three loops over a zero-padded (and ``lhs_dilation``-dilated)
+copy of the input in 3-d form (1-d and 2-d convolutions get unit leading spatial axes):
+
+* **flat axpy** (unit strides, more output than kernel positions: the forward pass and the
+  input cotangent of a unit-stride convolution). With the padded input's spatial axes
+  flattened, output position ``y`` reads input position ``y + offset(k)`` for each kernel
+  position ``k``, so each (input channel, kernel position) adds one weight times one long
+  contiguous run of the input into the sums (which run at the padded row pitch; the extra
+  columns are junk, never read back). The sums of four output channels are made together,
+  so each input element loaded feeds four multiply-adds.
+* **flat dot** (unit kernel dilation, more kernel than output positions: the weight
+  cotangent, whose "kernel" is the output cotangent). The kernel is laid out at the padded
+  input's pitch (zeros in the extra columns), so each output element is one long dot
+  product per input channel.
+* **rows**, for everything else (strided forward passes, dilated kernels): the sums of one
+  output plane, row by row.
+
+Threads: the loops run over (image, output-channel block) with ``prange``, on Numba's
+threads, in its ``workqueue`` layer unless the user picked one (see
+:func:`_prefer_workqueue`: OpenMP's spinning threads fought BLAS's); no BLAS call is made.
+The padded copy is made with NumPy on the calling thread (a few per cent of the time).
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from functx.primitives._conv_cpu import conv_cpu, scatters, scratch
+from functx.primitives._util import dilated_size, out_spatial
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+_KERNELS: dict[str, Callable] | None = None
+
+
+def numba_available() -> bool:
+    """Whether Numba can be imported (it is imported only when a kernel is first used)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+# Whether conv_numba uses the kernels at all (tests and benchmarks switch it off to
+# compare), and whether it uses them everywhere rather than only where they pay (tests).
+ENABLED = numba_available()
+FORCE = False
+
+
+def _prefer_workqueue(numba: Any) -> None:
+    """Pick Numba's ``workqueue`` threading layer, unless the user chose one
+    (``NUMBA_THREADING_LAYER``) or Numba's threads already run.
+
+    Its threads sleep between kernels. The OpenMP layer's spin after each kernel and take
+    the cores from the BLAS and PyTorch threads that run next: bench_conv's LeNet step went
+    from 40-44 ms (OpenMP) to 8.4-8.7 ms (workqueue) on a 2-core machine, the NumPy path
+    alone taking 13-34 ms. The workqueue layer does not take concurrent launches from
+    several threads, so :func:`direct_conv` holds a lock around each kernel.
+    """
+    if os.environ.get("NUMBA_THREADING_LAYER") or numba.config.THREADING_LAYER != "default":
+        return
+    try:
+        numba.threading_layer()  # raises until a parallel kernel has run
+    except ValueError:
+        numba.config.THREADING_LAYER = "workqueue"
+
+
+_LAUNCH = threading.Lock()  # one kernel at a time (each uses every core)
+
+
+def _compile() -> dict[str, Callable]:
+    """The kernels, loaded on first use (``import numba`` takes a quarter of a second; the
+    kernels come from Numba's disk cache after the first process compiled them)."""
+    global _KERNELS
+    if _KERNELS is not None:
+        return _KERNELS
+    import numba  # lazy: import functx never loads Numba
+
+    _prefer_workqueue(numba)
+    # A function-local import: the kernels' module imports Numba at its top.
+    from functx.primitives import _conv_numba_kernels as kernels
+
+    _KERNELS = {"axpy_flat": kernels.axpy_flat, "dot_flat": kernels.dot_flat,
+                "rows": kernels.rows}
+    return _KERNELS
+
+
+# -- the layouts -----------------------------------------------------------------------------
+
+def _as_3d(x: np.ndarray) -> np.ndarray:
+    """``[A, B, *spatial]`` with unit spatial axes in front, to three spatial axes."""
+    return x.reshape(x.shape[:2] + (1,) * (5 - x.ndim) + x.shape[2:])
+
+
+def _padded_input(x: np.ndarray, padding, lhs_dilation) -> np.ndarray:
+    """``x`` (3-d form) dilated by ``lhs_dilation`` and zero-padded (negative values crop),
+    as a contiguous scratch array."""
+    sizes = tuple(dilated_size(n, d) + lo + hi
+                  for n, d, (lo, hi) in zip(x.shape[2:], lhs_dilation, padding))
+    buf = scratch(np, x.shape[:2] + sizes, x.dtype, "numba_x")
+    dst, src = [], []
+    for n, d, (lo, hi), size in zip(x.shape[2:], lhs_dilation, padding, sizes):
+        # input i lands at lo + i * d; keep those inside [0, size)
+        i0 = max(0, -(lo // d)) if lo < 0 else 0
+        i1 = min(n, (size - 1 - lo) // d + 1)
+        src.append(slice(i0, max(i0, i1)))
+        dst.append(slice(lo + i0 * d, lo + i0 * d + (max(i1 - i0, 0) - 1) * d + 1, d))
+    full = all(d == 1 for d in lhs_dilation) and all(lo <= 0 and hi <= 0 for lo, hi in padding)
+    if not full:
+        buf[...] = 0
+    if all(s.stop > s.start for s in src):
+        np.copyto(buf[(slice(None), slice(None)) + tuple(dst)],
+                  x[(slice(None), slice(None)) + tuple(src)])
+    return buf
+
+
+def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, padding,
+               lhs_dilation, rhs_dilation, feature_group_count) -> np.ndarray:
+    """The CPU implementation of ``conv_general_dilated`` with Numba's direct kernels.
+
+    Args:
+        xp: the array module (NumPy).
+        lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, feature_group_count:
+            as :func:`functx.primitives.conv.conv_general_dilated`.
+
+    Returns:
+        The convolution, ``[N, O, *out_spatial]``; through
+        :func:`~functx.primitives._conv_cpu.conv_cpu` where Numba is missing or the dtype
+        is neither float32 nor float64.
+    """
+    params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+                  rhs_dilation=rhs_dilation, feature_group_count=feature_group_count)
+    if not ENABLED or lhs.dtype not in _DTYPES or lhs.dtype != rhs.dtype:
+        return conv_cpu(xp, lhs, rhs, **params)
+    spatial = out_spatial(lhs.shape[2:], rhs.shape[2:], window_strides, padding, lhs_dilation,
+                          rhs_dilation)
+    out_shape = (lhs.shape[0], rhs.shape[0]) + spatial
+    if lhs.size == 0 or rhs.size == 0 or math.prod(out_shape) == 0:
+        return np.zeros(out_shape, dtype=lhs.dtype)
+    if not FORCE and not _direct_pays(lhs, rhs, out_shape, window_strides, feature_group_count,
+                                      any(d > 1 for d in lhs_dilation)):
+        return conv_cpu(xp, lhs, rhs, **params)
+    return direct_conv(lhs, rhs, out_shape, **params)
+
+
+# The NumPy path's matrix product runs at BLAS speed (on the machines measured, 4-5x the
+# direct kernels' multiply-adds per second per core) unless one of its dimensions is tiny:
+# then the copies around it dominate, and the direct kernels win (bench_conv's LeNet:
+# 1 -> 6 channels forward and its weight gradient). Measured single-threaded on an AVX-512
+# Xeon: LeNet's first convolution 0.58 against 0.63 ms, its weight gradient 0.80 against
+# 1.34; its second (6 -> 16) 1.30 against 1.04 ms; 64 -> 64 channels 3x3 on 32x32, 49.6
+# against 25.5 ms.
+_SMALL_DIM = 8
+
+
+def _direct_pays(lhs, rhs, out_shape, window_strides, groups, dilated: bool) -> bool:
+    """Whether the NumPy path's product would have a dimension under ``_SMALL_DIM``."""
+    o, cg = rhs.shape[:2]
+    kk, p = math.prod(rhs.shape[2:]), math.prod(out_shape[2:])
+    og = o // groups
+    if kk > p:  # rows: batch x output positions; columns: output channels
+        dims = (lhs.shape[0] * p, o)
+    elif scatters(lhs, rhs, out_shape, window_strides, dilated):
+        dims = (og * kk, cg)
+    else:
+        dims = (og, cg * kk)
+    return min(dims) < _SMALL_DIM
+
+
+def _launch(kernel: Callable, *args: Any) -> None:
+    with _LAUNCH:
+        kernel(*args)
+
+
+def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_strides,
+                padding, lhs_dilation, rhs_dilation, feature_group_count) -> np.ndarray:
+    """The convolution by the direct kernels (float32 or float64 operands of one dtype, no
+    empty axis; see the module docstring)."""
+    spatial = tuple(out_shape[2:])
+    kernels = _compile()
+    fill = 3 - len(spatial)
+    strides = (1,) * fill + tuple(window_strides)
+    rdil = (1,) * fill + tuple(rhs_dilation)
+    x = _padded_input(_as_3d(lhs), ((0, 0),) * fill + tuple(padding),
+                      (1,) * fill + tuple(lhs_dilation))
+    w = np.ascontiguousarray(_as_3d(rhs))
+    out = np.empty(out_shape, dtype=lhs.dtype)
+    out3 = _as_3d(out)
+    zero = np.zeros((), lhs.dtype)[()]
+    groups = feature_group_count
+    n, c = x.shape[:2]
+    sizes = x.shape[2:]
+    kernel = w.shape[2:]
+    pitch_d, pitch_h = sizes[1] * sizes[2], sizes[2]
+    if all(s == 1 for s in strides) and math.prod(kernel) <= math.prod(spatial):
+        offs = np.array([a * rdil[0] * pitch_d + b * rdil[1] * pitch_h + e * rdil[2]
+                         for a in range(kernel[0]) for b in range(kernel[1])
+                         for e in range(kernel[2])], dtype=np.int64)
+        _launch(kernels["axpy_flat"], x.reshape(n, c, -1),
+                w.reshape(w.shape[0], w.shape[1], -1), offs, out3, pitch_d, pitch_h, groups, zero)
+    elif all(r == 1 for r in rdil):
+        o, cg = w.shape[:2]
+        # the kernel at the padded input's pitches, zeros in the extra columns
+        wp = scratch(np, (o, cg, kernel[0], sizes[1], sizes[2]), w.dtype, "numba_w")
+        wp[...] = 0
+        wp[:, :, :, :kernel[1], :kernel[2]] = w
+        length = (kernel[0] - 1) * pitch_d + (kernel[1] - 1) * pitch_h + kernel[2]
+        o3 = out3.shape[2:]
+        bases = np.array([a * strides[0] * pitch_d + b * strides[1] * pitch_h + e * strides[2]
+                          for a in range(o3[0]) for b in range(o3[1]) for e in range(o3[2])],
+                         dtype=np.int64)
+        _launch(kernels["dot_flat"], x.reshape(n, c, -1), wp.reshape(o, cg, -1), length, bases,
+                out.reshape(out.shape[0], out.shape[1], -1), groups, zero)
+    else:
+        _launch(kernels["rows"], x, w, out3, strides, rdil, groups, zero)
+    return out
