@@ -48,6 +48,12 @@ NOT_HALF: dict[str, str] = {
     "fft[rfft]": "XLA and pocketfft have no half-precision FFT (lax.fft needs float32 or "
                  "float64); functx.numpy.fft promotes to complex64 first, as jnp.fft does",
     "bitcast_convert_type[float64->uint64]": "a bit cast needs equal widths: float64 only",
+    **{spec_id: "LAPACK (NumPy's and SciPy's linalg, cuSOLVER) has no half-precision routines; "
+                "functx.numpy.linalg promotes half precision to float32 first, as jnp.linalg does"
+       for spec_id in ("cholesky", "triangular_solve[left,lower]",
+                       "triangular_solve[right,upper,T]", "triangular_solve[left,upper,H]",
+                       "triangular_solve[right,lower,conj,unit]", "lu", "qr", "eigh[lower]",
+                       "eigh[upper]", "svd[uv]", "svd[s]", "eig", "schur", "expm")},
 }
 
 # Specs whose output dtype is a parameter (not the input's): check (a) skips the

@@ -19,5 +19,5 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     nll,  # class_nll and its transpose: nll_loss and cross_entropy, fused
     attention,  # dot_product_attention and its gradient, fused
     decompositions,  # cholesky, triangular_solve, lu
-    eigen,  # qr, eigh, svd, eig, schur
+    eigen,  # qr, eigh, svd, eig, schur, expm
 )

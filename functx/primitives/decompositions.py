@@ -403,6 +403,35 @@ def lu(a: Any) -> tuple:
     return tuple(bind(lu_p, a))
 
 
+# -- lu_pivots_to_permutation -------------------------------------------------------------------
+
+lu_pivots_to_permutation_p = Primitive("lu_pivots_to_permutation")
+
+
+@lu_pivots_to_permutation_p.def_abstract_eval
+def _p2p_aval(pivots: AbstractArray, *, permutation_size: int) -> AbstractArray:
+    if np.dtype(pivots.dtype).kind not in "iu" or pivots.ndim < 1:
+        raise ShapeError(f"lu_pivots_to_permutation needs integer pivots of rank >= 1 (shape "
+                         f"(..., k)) but got {pivots}.")
+    if permutation_size < pivots.shape[-1]:
+        raise ShapeError(f"lu_pivots_to_permutation: permutation_size {permutation_size} is "
+                         f"smaller than the number of pivots {pivots.shape[-1]}.")
+    return AbstractArray(tuple(pivots.shape[:-1]) + (permutation_size,), np.dtype(np.int32),
+                         False)
+
+
+lu_pivots_to_permutation_p.def_impl(
+    lambda xp, pivots, *, permutation_size: pivots_to_permutation(xp, pivots, permutation_size))
+lu_pivots_to_permutation_p.def_zero_vjp()
+lu_pivots_to_permutation_p.def_batch(_m.matrix_batch_rule(lu_pivots_to_permutation_p))
+
+
+def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
+    """The permutation (int32, ``(..., permutation_size)``) of LAPACK's row swaps ``pivots``
+    (0-based, ``(..., k)``), as ``jax.lax.linalg.lu_pivots_to_permutation``."""
+    return bind(lu_pivots_to_permutation_p, pivots, permutation_size=int(permutation_size))
+
+
 def lu_solve(lu: Any, permutation: Any, b: Any, *, trans: int = 0) -> Any:
     """Solve ``a x = b`` (``trans=0``), ``a^T x = b`` (1) or ``a^H x = b`` (2) for square
     ``a`` from its :func:`lu` factors; ``b`` is ``(..., n, k)`` with ``lu``'s leading axes."""

@@ -4,4 +4,6 @@ Submodules: ``functx.scipy.linalg``, ``functx.scipy.special``, ``functx.scipy.st
 """
 from __future__ import annotations
 
-__all__: list[str] = []
+from functx.scipy import linalg  # noqa: E402,F401
+
+__all__: list[str] = ["linalg"]

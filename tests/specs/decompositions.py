@@ -14,6 +14,7 @@ References are NumPy/SciPy.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -263,3 +264,38 @@ SCHUR = PrimSpec("schur", fn=lambda x: eigen.schur(stop_gradient(x))[0], ref=_sc
                  args=_square(), diff_argnums=(), rtol=1e-9, atol=1e-9)
 
 SPECS = [CHOLESKY, *TRSOLVE, LU, QR, *EIGH, *SVD, EIG, SCHUR]
+
+
+EXPM = PrimSpec("expm", fn=lambda x: eigen.expm(x), ref=lambda x: scipy.linalg.expm(x),
+                args=_square(-0.7, 0.7), rtol=1e-10, atol=1e-10, fd_rtol=1e-4, fd_atol=1e-5)
+SPECS.append(EXPM)
+
+
+def _pivots() -> st.SearchStrategy:
+    def draw(bmk):
+        batch, mm_, k = bmk
+        k = min(k, mm_)
+
+        def make(seed):
+            rng = np.random.default_rng(seed)
+            return np.stack([rng.integers(i, mm_, size=batch) for i in range(k)],
+                            axis=-1).astype(np.int32).reshape(batch + (k,))
+        return st.tuples(st.integers(0, 2**32 - 1).map(make), st.just(mm_))
+    return st.tuples(_batch(), st.integers(1, 5), st.integers(1, 5)).flatmap(draw)
+
+
+def _np_p2p(piv, m_):
+    out = np.empty(piv.shape[:-1] + (m_,), np.int32)
+    for idx in np.ndindex(piv.shape[:-1]):
+        p = np.arange(m_, dtype=np.int32)
+        for i, j in enumerate(piv[idx]):
+            p[i], p[j] = p[j], p[i]
+        out[idx] = p
+    return out
+
+
+SPECS.append(PrimSpec("lu_pivots_to_permutation",
+                      fn=lambda piv, p: dec.lu_pivots_to_permutation(piv, p.size),
+                      ref=lambda piv, p: _np_p2p(piv, p.size),
+                      args=_pivots().map(lambda t: (t[0], SimpleNamespace(size=t[1]))),
+                      diff_argnums=()))

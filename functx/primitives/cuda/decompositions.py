@@ -10,6 +10,7 @@ functx/primitives/eigen.py): cuSOLVER through CuPy (``cupy.linalg``,
 * ``triangular_solve`` and ``lu``: ``cupyx.scipy.linalg.solve_triangular`` and
   ``lu_factor`` take one matrix at a time, so a stack is solved/factored by a Python loop
   over the batch, each step on the device (no host copy).
+* ``expm``: cupyx.scipy.linalg.expm per matrix, a loop on the device.
 * ``eig`` and ``schur``: cuSOLVER has no general (non-Hermitian) eigensolver or Schur
   factorisation that CuPy exposes for all dtypes; as in JAX they are CPU-only and refuse
   CUDA operands with a FunctxError naming ``functx.device_put`` to move them.
@@ -100,6 +101,19 @@ def svd(xp: Any, a: Any, *, full_matrices: bool, compute_uv: bool) -> tuple:
         return (xp.linalg.svd(a, compute_uv=False),)
     u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
     return s, u, vh
+
+
+def expm(xp: Any, a: Any) -> Any:
+    """The matrix exponential: cupyx.scipy.linalg.expm per matrix (a loop on the device)."""
+    from cupyx.scipy import linalg as cl
+
+    if a.size == 0:
+        return xp.zeros(a.shape, a.dtype)
+    fa = _flat(a)
+    out = xp.empty(fa.shape, a.dtype)
+    for i in range(fa.shape[0]):
+        out[i] = cl.expm(fa[i])
+    return out.reshape(a.shape)
 
 
 def cpu_only(name: str) -> Callable:
