@@ -71,3 +71,16 @@ def test_cnn_digits_trains_a_little_and_saves_its_plot(tmp_path):
     accuracy = re.search(r"final test accuracy ([0-9.]+), wall time", out)
     assert accuracy is not None and float(accuracy.group(1)) > 0.3, out  # chance is 0.1
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_gaussian_process_fits_its_hyperparameters(tmp_path):
+    proc = run_example("gaussian_process.py", "--plot", str(tmp_path / "gp.png"))
+    assert proc.returncode == 0, f"gaussian_process.py failed:\n{proc.stdout}\n{proc.stderr}"
+    out = proc.stdout
+    m = re.search(r"initial nll ([0-9.eE+-]+) final nll ([0-9.eE+-]+)", out)
+    assert m is not None, out
+    assert float(m.group(2)) < float(m.group(1)) - 50, out
+    noise = float(re.search(r"noise std ([0-9.]+)", out).group(1))
+    assert 0.08 < noise < 0.3, out  # the data's noise is 0.15
+    assert float(re.search(r"posterior rmse against the true function ([0-9.]+)",
+                           out).group(1)) < 0.15, out

@@ -46,6 +46,7 @@ from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import _matrix as _m
 from functx.primitives import elementwise as _ew
+from functx.primitives import indexing as _ix
 from functx.primitives import shape as _shape
 from functx.primitives._batching import add_tangents
 from functx.primitives._util import shape_of
@@ -432,15 +433,43 @@ def lu_pivots_to_permutation(pivots: Any, permutation_size: int) -> Any:
     return bind(lu_pivots_to_permutation_p, pivots, permutation_size=int(permutation_size))
 
 
+def _flat_rows(perm: Any, m: int) -> Any:
+    """Row indices into ``x`` reshaped to ``(B * m, k)`` for a batch of permutations."""
+    shape = shape_of(perm)
+    if len(shape) == 1:
+        return perm
+    b = int(np.prod(shape[:-1]))
+    offsets = (np.arange(b, dtype=np.dtype(perm.dtype)) * m).reshape(shape[:-1] + (1,))
+    xp = _shape.array_module(perm)
+    offsets = offsets if xp is np else xp.asarray(offsets)
+    return _shape.reshape(_ew.add(perm, offsets), (b * m,))
+
+
+def permute_rows(perm: Any, x: Any, *, inverse: bool = False) -> Any:
+    """``x[..., perm, :]`` (or, with ``inverse``, ``y`` with ``y[..., perm, :] = x``) for
+    ``x`` of shape ``(..., m, k)`` and permutations ``(..., m)`` (a gather or scatter of
+    rows: no permutation matrix)."""
+    shape = shape_of(x)
+    m, k = shape[-2:]
+    idx = _flat_rows(perm, m)
+    flat = x if len(shape) == 2 else _shape.reshape(x, (int(np.prod(shape[:-1])), k))
+    if inverse:
+        zeros = _shape.constant(flat, 0, shape_of(flat), flat.dtype)
+        out = _ix.scatter(zeros, idx, flat, axis=0)
+    else:
+        out = _ix.gather(flat, idx, axis=0)
+    return out if len(shape) == 2 else _shape.reshape(out, shape)
+
+
 def lu_solve(lu: Any, permutation: Any, b: Any, *, trans: int = 0) -> Any:
     """Solve ``a x = b`` (``trans=0``), ``a^T x = b`` (1) or ``a^H x = b`` (2) for square
     ``a`` from its :func:`lu` factors; ``b`` is ``(..., n, k)`` with ``lu``'s leading axes."""
-    P = _m.permutation_matrix(permutation, lu.dtype)
     if trans == 0:
-        y = triangular_solve(lu, _m.mm(P, b), left_side=True, lower=True, unit_diagonal=True)
+        y = triangular_solve(lu, permute_rows(permutation, b), left_side=True, lower=True,
+                             unit_diagonal=True)
         return triangular_solve(lu, y, left_side=True, lower=False)
     conj = trans == 2
     y = triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conj)
     y = triangular_solve(lu, y, left_side=True, lower=True, transpose_a=True, conjugate_a=conj,
                          unit_diagonal=True)
-    return _m.mm(_m.mT(P), y)
+    return permute_rows(permutation, y, inverse=True)

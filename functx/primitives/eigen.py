@@ -65,7 +65,7 @@ def _transposed_jvp(jvp_lin: Any, a: Any, cts: Any) -> Any:
     the transpose of ``t -> jvp_lin(t)`` applied to ``cts`` (a list, None for zeros)."""
     outs = jvp_lin(zeros_like(a))
     full = tuple(c if c is not None else zeros_like(o) for c, o in zip(cts, outs))
-    return composite_vjp(lambda t: tuple(jvp_lin(t)), (zeros_like(a),), full)
+    return composite_vjp(lambda t: tuple(jvp_lin(t)), (zeros_like(a),), full)[0]
 
 
 def _recip_differences(w: Any) -> Any:
