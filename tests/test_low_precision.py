@@ -53,7 +53,8 @@ NOT_HALF: dict[str, str] = {
        for spec_id in ("cholesky", "triangular_solve[left,lower]",
                        "triangular_solve[right,upper,T]", "triangular_solve[left,upper,H]",
                        "triangular_solve[right,lower,conj,unit]", "lu", "qr", "eigh[lower]",
-                       "eigh[upper]", "svd[uv]", "svd[s]", "eig", "schur", "expm")},
+                       "eigh[upper]", "svd[uv]", "svd[s]", "eig", "eig[vectors]", "schur",
+                       "expm")},
 }
 
 # Specs whose output dtype is a parameter (not the input's): check (a) skips the

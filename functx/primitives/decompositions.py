@@ -80,7 +80,7 @@ def _cholesky_impl(xp, a):
                 out[i] = np.linalg.cholesky(m)
             except np.linalg.LinAlgError:
                 pass
-        return out.reshape(a.shape)
+        return xp.asarray(out.reshape(a.shape))
 
 
 cholesky_p.def_impl(_cholesky_impl)
@@ -183,7 +183,7 @@ def _trsolve_impl(xp, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_
             x = _substitute(a, rhs, trans, lower, unit_diagonal)
     x = np.conj(x) if conj_only else x
     x = x if left_side else np.swapaxes(x, -1, -2)
-    return np.ascontiguousarray(x, dtype=b.dtype)
+    return xp.asarray(np.ascontiguousarray(x, dtype=b.dtype))
 
 
 def _substitute(a, b, trans, lower, unit_diagonal):
@@ -323,7 +323,8 @@ def _lu_impl(xp, a):
         warnings.simplefilter("ignore")  # "singular matrix": the factorisation is still right
         lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
     piv = np.asarray(piv, np.int32)[..., :k]
-    return (np.asarray(lu, a.dtype), piv, pivots_to_permutation(np, piv, m))
+    return (xp.asarray(np.asarray(lu, a.dtype)), xp.asarray(piv),
+            xp.asarray(pivots_to_permutation(np, piv, m)))
 
 
 lu_p.def_impl(_lu_impl)
@@ -422,7 +423,8 @@ def _p2p_aval(pivots: AbstractArray, *, permutation_size: int) -> AbstractArray:
 
 
 lu_pivots_to_permutation_p.def_impl(
-    lambda xp, pivots, *, permutation_size: pivots_to_permutation(xp, pivots, permutation_size))
+    lambda xp, pivots, *, permutation_size: xp.asarray(
+        pivots_to_permutation(np, np.asarray(pivots), permutation_size)))
 lu_pivots_to_permutation_p.def_zero_vjp()
 lu_pivots_to_permutation_p.def_batch(_m.matrix_batch_rule(lu_pivots_to_permutation_p))
 

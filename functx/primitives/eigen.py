@@ -30,12 +30,13 @@ that linear map, computed by reverse mode over the JVP, as JAX transposes its JV
   complement for rectangular ``a``. Repeated singular values make ``F`` infinite (as in
   JAX); zero singular values get a zero ``1/s``. With ``full_matrices`` (and ``u``/``vh``
   not square) the derivative is not defined and raises a FunctxError, as JAX.
-* ``eig(a)``: ``(w, v)`` (complex: NumPy's order of eigenvalues, unit-norm eigenvectors),
-  CPU only. Eigenvalue derivative (Giles 2008, eq. 4.60 of arXiv:1701.00392, as JAX):
-  ``dw = diag(v^-1 da v)``; its VJP ``ct_a = v^-T diag(ct_w) v^T`` (real part for real
-  ``a``). The eigenvectors of a non-symmetric matrix have no derivative here (JAX
-  defines one only on request, under assumptions it cannot check): a cotangent reaching
-  them raises a FunctxError.
+* ``eig(a)``: ``(w, v)`` (complex: LAPACK's order of eigenvalues, eigenvectors of unit
+  2-norm with their largest-magnitude component real), CPU only. JVP (Giles 2008, as JAX's
+  ``_eig_vec_jvp``): with ``P = v^-1 da v``, ``dw = diag(P)`` and ``dv = v (F o P) + v
+  diag(c)``, ``F`` as for ``eigh`` and ``c`` the correction that keeps LAPACK's
+  normalisation; its transpose is the VJP (real part for real ``a``). Valid for distinct
+  eigenvalues (infinite otherwise). JAX computes the eigenvector part only when asked
+  (``enable_eigvec_derivs=True``); functx always does, with the same formula.
 * ``schur(a, output)``: ``(t, z)`` with ``a = z t z^H``, CPU only, not differentiable (JAX
   defines no derivative either): differentiating it raises a FunctxError.
 """
@@ -49,6 +50,7 @@ import scipy.linalg
 from functx.errors import FunctxError
 from functx.ir import AbstractArray
 from functx.primitives import _matrix as _m
+from functx.primitives import complex as _cx
 from functx.primitives import decompositions as _dec
 from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
@@ -367,34 +369,43 @@ def _eig_impl(xp, a):
     _m.check_array_dtype("eig", a)
     dt = _m.complex_dtype(a.dtype)
     if a.size == 0:
-        return np.zeros(a.shape[:-1], dt), np.zeros(a.shape, dt)
+        return xp.zeros(a.shape[:-1], dt), xp.zeros(a.shape, dt)
     w, v = np.linalg.eig(a)
-    return w.astype(dt, copy=False), v.astype(dt, copy=False)
+    return xp.asarray(w.astype(dt, copy=False)), xp.asarray(v.astype(dt, copy=False))
 
 
 eig_p.def_impl(_eig_impl)
 eig_p.def_impl(_cuda.cpu_only("eig"), backend="cuda")
 
 
-def _eig_vectors_refused(cts: Any) -> None:
-    if cts[1] is not None:
-        raise FunctxError("eig: the derivative of the eigenvectors of a non-symmetric matrix "
-                          "is not defined here (JAX defines it only on request, under "
-                          "assumptions it cannot check). Differentiate the eigenvalues only, "
-                          "or use eigh for a Hermitian matrix.")
+def _eig_jvp_lin(da: Any, w: Any, v: Any, lu: Any, perm: Any) -> list:
+    """JAX's eigenvalue and eigenvector JVP (``_eig_vec_jvp``): nondegenerate perturbation
+    theory (Giles 2008, sec. 3.1), ``P = v^-1 da v``, ``dw = diag(P)``, ``U = v (F o P)``, and
+    ``dv = U + v diag(c)`` with ``c`` fixed by LAPACK's normalisation of each eigenvector
+    (unit 2-norm, largest-magnitude component real)."""
+    nd = len(shape_of(v))
+    p = _m.mm(_dec.lu_solve(lu, perm, _m.astype(da, v.dtype)), v)
+    dw = _m.diagonal(p)
+    u = _m.mm(v, _ew.mul(_recip_differences(w), p))
+    absv = _ew.abs(v)
+    k = _red.argmax(absv, axis=nd - 2, index_dtype=np.int32)
+    rows = np.arange(shape_of(v)[-2], dtype=np.int32)[:, None]
+    xp = _shape.array_module(v)
+    rows = rows if xp is np else xp.asarray(rows)
+    mask = _m.astype(_ew.eq(rows, _m.rows(k)), v.dtype)
+    col_sum = lambda x: _red.reduce_sum(x, (nd - 2,))
+    re = _ew.neg(_m.real(col_sum(_ew.mul(_m.conj(v), u))))
+    im = _ew.neg(_ew.div(_cx.imag(col_sum(_ew.mul(mask, u))),
+                         _m.real(col_sum(_ew.mul(mask, v)))))
+    c = _ew.add(_m.astype(re, v.dtype), _ew.mul(_m.astype(im, v.dtype), _ew.scalar(v, 1j)))
+    return [dw, _ew.add(u, _ew.mul(v, _m.rows(c)))]
 
 
 @eig_p.def_vjp(save_inputs=(0,), save_output=True)
 def _eig_vjp(cts, ins, outs):
-    _eig_vectors_refused(cts)
-    if cts[0] is None:
-        return (None,)
-    a = ins[0]
-    _, v = outs
-    # ct_a = v^-T diag(ct_w) v^T
-    lu, _, perm = _dec.lu(_m.mT(v))
-    g = _dec.lu_solve(lu, perm, _ew.mul(_m.cols(cts[0]), _m.mT(v)))
-    return (g if _m.is_complex(a) else _m.real(g),)
+    w, v = outs
+    lu, _, perm = _dec.lu(v)
+    return (_transposed_jvp(lambda t: _eig_jvp_lin(t, w, v, lu, perm), ins[0], cts),)
 
 
 @eig_p.def_jvp
@@ -402,14 +413,9 @@ def _eig_jvp(tangents, primals, outs):
     (da,) = tangents
     if da is None:
         return None
-    _, v = outs
+    w, v = outs
     lu, _, perm = _dec.lu(v)
-    # dw = diag(v^-1 da v); eigenvector tangents are refused when a cotangent reads them
-    # (forward mode has no cotangent to look at: they are left NaN, not silently zero)
-    x = _dec.lu_solve(lu, perm, _m.astype(da, v.dtype))
-    dw = _red.reduce_sum(_ew.mul(x, _m.mT(v)), (len(shape_of(v)) - 1,))  # diag(x @ v)
-    nan = _ew.mul(zeros_like(v), _ew.scalar(v, np.nan))
-    return [dw, nan]
+    return _eig_jvp_lin(da, w, v, lu, perm)
 
 
 eig_p.def_batch(_m.matrix_batch_rule(eig_p))
@@ -443,9 +449,9 @@ def _schur_impl(xp, a, *, output):
     _m.check_array_dtype("schur", a)
     dt = _m.complex_dtype(a.dtype) if output == "complex" else a.dtype
     if a.size == 0:
-        return np.zeros(a.shape, dt), np.zeros(a.shape, dt)
+        return xp.zeros(a.shape, dt), xp.zeros(a.shape, dt)
     t, z = scipy.linalg.schur(a, output=output, check_finite=False)
-    return np.asarray(t, dt), np.asarray(z, dt)
+    return xp.asarray(np.asarray(t, dt)), xp.asarray(np.asarray(z, dt))
 
 
 schur_p.def_impl(_schur_impl)
@@ -493,8 +499,8 @@ def _expm_aval(a: AbstractArray) -> AbstractArray:
 def _expm_impl(xp, a):
     _m.check_array_dtype("expm", a)
     if a.size == 0:
-        return np.zeros(a.shape, a.dtype)
-    return np.asarray(scipy.linalg.expm(a), a.dtype)
+        return xp.zeros(a.shape, a.dtype)
+    return xp.asarray(np.asarray(scipy.linalg.expm(a), a.dtype))
 
 
 expm_p.def_impl(_expm_impl)

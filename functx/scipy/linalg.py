@@ -167,7 +167,8 @@ def eigh(a: Any, b: Any = None, lower: bool = True, eigvals_only: bool = False,
     if b is not None:
         raise FunctxError("functx.scipy.linalg.eigh: the generalized problem (b=...) is not "
                           "supported; reduce it with a Cholesky factor of b first.")
-    w, v = _eig.eigh(_mat("eigh", a), lower=lower)
+    a = _mat("eigh", a)
+    w, v = _eig.eigh(_nla._symmetrize(a), lower=lower)  # JAX symmetrises here too
     return w if eigvals_only else (w, v)
 
 

@@ -41,8 +41,10 @@ def _square(lo: float = -1.0, hi: float = 1.0, min_n: int = 1) -> st.SearchStrat
 
 
 def _const(like: Any, value: np.ndarray) -> Any:
-    """A host constant in ``like``'s dtype (broadcast by the operation using it)."""
-    return value.astype(np.dtype(like.dtype))
+    """A constant in ``like``'s dtype on ``like``'s device (broadcast where it is used)."""
+    v = value.astype(np.dtype(like.dtype))
+    xp = sh.array_module(like)
+    return v if xp is np else xp.asarray(v)
 
 
 def _flat_cat(*parts: Any, nlead: int) -> Any:
@@ -254,6 +256,21 @@ EIG = PrimSpec("eig", fn=_eig_fn, ref=_eig_ref, args=_square(), rtol=1e-9, atol=
                fd_rtol=1e-4, fd_atol=1e-5)
 
 
+def _eig_vectors_fn(x):
+    w, v = eigen.eig(_well_separated(x))
+    return _parts(_flat_cat(w, v, nlead=len(x.shape) - 2))
+
+
+def _eig_vectors_ref(x):
+    w, v = np.linalg.eig(0.3 * x + _dominant(x.shape))
+    z = _np_cat(w.astype(np.complex128), v.astype(np.complex128), nlead=x.ndim - 2)
+    return np.concatenate([z.real, z.imag], axis=-1)
+
+
+EIG_VECTORS = PrimSpec("eig", fn=_eig_vectors_fn, ref=_eig_vectors_ref, args=_square(),
+                       rtol=1e-9, atol=1e-9, fd_rtol=1e-4, fd_atol=1e-5, label="vectors")
+
+
 def _schur_ref(x):
     flat = x.reshape((-1,) + x.shape[-2:])
     t = np.stack([scipy.linalg.schur(a)[0] for a in flat]).reshape(x.shape)
@@ -263,7 +280,7 @@ def _schur_ref(x):
 SCHUR = PrimSpec("schur", fn=lambda x: eigen.schur(stop_gradient(x))[0], ref=_schur_ref,
                  args=_square(), diff_argnums=(), rtol=1e-9, atol=1e-9)
 
-SPECS = [CHOLESKY, *TRSOLVE, LU, QR, *EIGH, *SVD, EIG, SCHUR]
+SPECS = [CHOLESKY, *TRSOLVE, LU, QR, *EIGH, *SVD, EIG, EIG_VECTORS, SCHUR]
 
 
 EXPM = PrimSpec("expm", fn=lambda x: eigen.expm(x), ref=lambda x: scipy.linalg.expm(x),
