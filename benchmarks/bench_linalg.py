@@ -48,7 +48,7 @@ def _gp_data(n: int) -> tuple:
     rng = np.random.default_rng(1)
     x = np.sort(rng.uniform(-5, 5, n))
     y = np.sin(x) + 0.1 * rng.standard_normal(n)
-    return x, y, np.array([0.0, 0.0, np.log(0.1)])
+    return np.array([0.0, 0.0, np.log(0.1)]), x, y
 
 
 def _gp_nll(ns: Any, chol: Callable, cho_solve: Callable, params: Any, x: Any, y: Any) -> Any:
