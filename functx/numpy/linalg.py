@@ -372,7 +372,7 @@ def pinv(a: Any, rtol: Any = None, hermitian: bool = False, *, rcond: Any = None
         return fnp.zeros(tuple(a.shape[:-2]) + (a.shape[-1], a.shape[-2]), a.dtype)
     u, s, vh = svd(a, full_matrices=False)
     tol = (_default_rtol(a) if rtol is None else fnp.asarray(rtol)[..., None]) * s[..., :1]
-    keep = s > fnp.stop_gradient(tol) if hasattr(fnp, "stop_gradient") else s > tol
+    keep = s > tol
     s_inv = fnp.where(keep, 1 / fnp.where(keep, s, 1), 0).astype(a.dtype)
     return fnp.matmul(_H(vh) * s_inv[..., None, :], _H(u))
 
@@ -420,7 +420,7 @@ def lstsq(a: Any, b: Any, rcond: Any = None, *, numpy_resid: bool = False) -> tu
 def cond(x: Any, p: Any = None) -> Any:
     """The condition number of each matrix in norm ``p`` (None/2/-2 from the SVD, others as
     ``norm(x, p) * norm(inv(x), p)``)."""
-    x = _matrices("cond", x, square=p in (None, 2, -2) and False)
+    x = _matrices("cond", x, square=False)
     if p in (None, 2, -2):
         s = svd(x, compute_uv=False)
         r = s[..., 0] / s[..., -1]

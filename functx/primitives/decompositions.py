@@ -31,7 +31,9 @@ them in one call: NumPy's linalg routines are batched, and SciPy's (``solve_tria
   perturbations, so they get no derivative.
 
 ``lu_solve`` solves with a factorisation (used by functx.numpy.linalg's ``solve``, ``inv``,
-``det``): the permutation as a matrix product, then two triangular solves.
+``det``): the rows permuted (a gather, or a scatter for the transposed systems), then two
+triangular solves. ``lu_pivots_to_permutation`` turns LAPACK's row swaps into the
+permutation (as JAX's; for ``functx.scipy.linalg.lu_solve``), with no derivative.
 """
 from __future__ import annotations
 
