@@ -101,3 +101,16 @@ def test_neural_ode_fits_the_spiral():
     assert proc.returncode == 0, f"neural_ode.py failed:\n{proc.stdout}\n{proc.stderr}"
     initial, final = _losses(proc.stdout)
     assert final < 0.02 * initial, proc.stdout
+
+
+def test_gaussian_process_fits_its_hyperparameters(tmp_path):
+    proc = run_example("gaussian_process.py", "--plot", str(tmp_path / "gp.png"))
+    assert proc.returncode == 0, f"gaussian_process.py failed:\n{proc.stdout}\n{proc.stderr}"
+    out = proc.stdout
+    m = re.search(r"initial nll ([0-9.eE+-]+) final nll ([0-9.eE+-]+)", out)
+    assert m is not None, out
+    assert float(m.group(2)) < float(m.group(1)) - 50, out
+    noise = float(re.search(r"noise std ([0-9.]+)", out).group(1))
+    assert 0.08 < noise < 0.3, out  # the data's noise is 0.15
+    assert float(re.search(r"posterior rmse against the true function ([0-9.]+)",
+                           out).group(1)) < 0.15, out

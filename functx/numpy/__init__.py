@@ -61,8 +61,10 @@ __all__ = sorted({name for m in (_promotion, _ufuncs, _ufuncs_math, _reductions,
 # Complex parts (their primitives live with the FFT's) and the functx.numpy.fft submodule.
 from functx.primitives.complex import conj, conjugate, imag, real  # noqa: E402,F401
 from functx.numpy import fft  # noqa: E402,F401
+from functx.numpy import linalg  # noqa: E402,F401
+from functx.numpy.linalg import cross, vecdot  # noqa: E402,F401
 
-__all__ = sorted(set(__all__) | {"conj", "conjugate", "imag", "real"})
+__all__ = sorted(set(__all__) | {"conj", "conjugate", "imag", "real", "cross", "vecdot"})
 
 import sys as _sys  # noqa: E402
 

@@ -23,4 +23,6 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     attention,  # dot_product_attention and its gradient, fused
     special,  # erfc, lgamma, digamma, igamma, betainc, ... (scipy.special's ufuncs)
     collectives,  # psum, all_gather, ... over named axes (functx.named_axes)
+    decompositions,  # cholesky, triangular_solve, lu
+    eigen,  # qr, eigh, svd, eig, schur, expm
 )

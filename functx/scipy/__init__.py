@@ -4,6 +4,6 @@ Submodules: ``functx.scipy.linalg``, ``functx.scipy.special``, ``functx.scipy.st
 """
 from __future__ import annotations
 
-from functx.scipy import special, stats
+from functx.scipy import linalg, special, stats  # noqa: E402,F401
 
-__all__: list[str] = ["special", "stats"]
+__all__: list[str] = ["linalg", "special", "stats"]

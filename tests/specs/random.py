@@ -150,7 +150,8 @@ def _gamma_grad_args(draw_shape: st.SearchStrategy) -> st.SearchStrategy:
 
 
 SPECS = [
-    PrimSpec("random_gamma_grad", lambda base, x: random_gamma.random_gamma_grad(base.a, x),
+    PrimSpec("random_gamma_grad",
+             lambda base, x: random_gamma.random_gamma_grad(base.a.astype(x.dtype), x),
              _gamma_grad_ref, _gamma_grad_args(shapes(max_rank=2, max_side=3)),
              diff_argnums=(1,), rtol=1e-10, atol=1e-12, fd_rtol=1e-5, fd_atol=1e-7),
     *(PrimSpec("random_bits",

@@ -16,6 +16,8 @@ rest of each primitive's definition with ``p.def_impl(fn, backend="cuda")``:
 * ``conv``: ``conv_general_dilated`` (im2col/col2im kernels and GEMMs);
 * ``fft``: the cases where cuFFT differs from NumPy;
 * ``special``: the special-function primitives with ``cupyx.scipy.special``;
+* ``decompositions``: cuSOLVER through CuPy for the matrix decompositions (cholesky,
+  triangular_solve, lu, qr, eigh, svd; eig and schur refused, CPU-only as in JAX);
 * ``_kernels``: the one compile cache of every kernel, and the helpers the kernels share.
 
 These modules import no functx primitive module (primitive families pass their generic
