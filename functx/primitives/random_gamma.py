@@ -32,7 +32,7 @@ from functx.errors import DTypeError, GradError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives._batching import batch_size, elementwise_batch, to_front
-from functx.primitives._util import fmt
+from functx.primitives._util import fmt, is_extension_float
 from functx.primitives.bits import threefry2x32_impl
 from functx.primitives import special as _special_prims
 from functx.primitives.elementwise._common import make_binary_aval, scalar, unbroadcast
@@ -141,7 +141,8 @@ random_gamma_p = Primitive("random_gamma")
 
 @random_gamma_p.def_abstract_eval
 def _gamma_aval(keys: AbstractArray, a: AbstractArray, *, log_space: bool) -> AbstractArray:
-    if np.dtype(keys.dtype) != _U32 or np.dtype(a.dtype).kind != "f":
+    dt = np.dtype(a.dtype)
+    if np.dtype(keys.dtype) != _U32 or not (dt.kind == "f" or is_extension_float(dt)):
         raise DTypeError(f"random_gamma needs uint32 keys and a real float shape parameter "
                          f"but got {fmt((keys, a))}.")
     if tuple(keys.shape) != tuple(a.shape) + (2,):
