@@ -52,7 +52,11 @@ DEV = B.get_backend(DEVICE_NAME) if AVAILABLE else None
 xp = DEV.xp if AVAILABLE else np
 DEVICE = fx.Device(DEVICE_NAME, 0)
 
-SPECS: list[PrimSpec] = all_specs()
+# Primitives with no CUDA implementation, as in JAX (LAPACK's geev and gees have no cuSOLVER
+# counterpart): on the device they raise a FunctxError saying so
+# (test_cpu_only_primitives_refuse_the_device).
+CPU_ONLY = {"eig", "schur"}
+SPECS: list[PrimSpec] = [s for s in all_specs() if s.name not in CPU_ONLY]
 DIFF_SPECS = [s for s in SPECS if s.diff_argnums]
 
 
@@ -624,3 +628,13 @@ def test_dlpack_with_jax() -> None:
     np.testing.assert_array_equal(x.get(), np.arange(4.0, dtype=np.float32))
     back = jax.dlpack.from_dlpack(fnp.exp(x))
     np.testing.assert_allclose(np.asarray(back), np.exp(np.arange(4.0)), rtol=1e-6)
+
+
+@needs_cupy
+@pytest.mark.parametrize("name", sorted(CPU_ONLY))
+def test_cpu_only_primitives_refuse_the_device(name: str) -> None:
+    from functx.primitives import eigen
+
+    a = to_dev(np.array([[2.0, 1.0], [0.5, 3.0]]))
+    with pytest.raises(fx.FunctxError, match=name):
+        getattr(eigen, name)(a)

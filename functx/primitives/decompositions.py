@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from functx.backends import to_numpy
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import _matrix as _m
@@ -448,9 +449,9 @@ def _p2p_aval(pivots: AbstractArray, *, permutation_size: int) -> AbstractArray:
                          False)
 
 
-lu_pivots_to_permutation_p.def_impl(
-    lambda xp, pivots, *, permutation_size: xp.asarray(
-        pivots_to_permutation(np, np.asarray(pivots), permutation_size)))
+lu_pivots_to_permutation_p.def_impl(  # the swaps are applied in order: a loop on the host
+    lambda xp, pivots, *, permutation_size: xp.asarray(pivots_to_permutation(
+        np, np.asarray(pivots) if xp is np else to_numpy(pivots), permutation_size)))
 lu_pivots_to_permutation_p.def_zero_vjp()
 lu_pivots_to_permutation_p.def_batch(_m.matrix_batch_rule(lu_pivots_to_permutation_p))
 

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import types
+
 import ml_dtypes
 import numpy as np
 
+from functx.backends import to_numpy
 from functx.errors import DTypeError, GradError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
@@ -35,7 +38,8 @@ from functx.primitives._batching import batch_size, elementwise_batch, to_front
 from functx.primitives._util import fmt, is_extension_float
 from functx.primitives.bits import threefry2x32_impl
 from functx.primitives import special as _special_prims
-from functx.primitives.elementwise._common import make_binary_aval, scalar, unbroadcast
+from functx.primitives.elementwise._common import (check_dtype_class, make_binary_aval, scalar,
+                                                   unbroadcast)
 from functx.primitives.bits_normal import bits_to_normal_impl, unit_floats_from_bits
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -45,11 +49,16 @@ _U32 = np.dtype(np.uint32)
 
 def _special(xp: Any) -> Any:
     """SciPy's special functions for NumPy arrays, CuPy's for CuPy arrays."""
+    import scipy.special as sp  # noqa: PLC0415  (a runtime dependency; imported when used)
     if xp is np:
-        import scipy.special as sp  # noqa: PLC0415  (a runtime dependency; imported when used)
         return sp
-    import cupyx.scipy.special as sp  # noqa: PLC0415  (CuPy is optional)
-    return sp
+    try:
+        import cupyx.scipy.special as csp  # noqa: PLC0415  (CuPy is optional)
+        return csp
+    except ImportError:  # another array module (the tests' fake device): SciPy on the host
+        return types.SimpleNamespace(**{
+            name: (lambda f: lambda *args: xp.asarray(f(*[to_numpy(v) for v in args])))(
+                getattr(sp, name)) for name in ("gammaln", "digamma")})
 
 
 # -- the per-element draws, vectorised over rows of keys -----------------------------------
@@ -254,6 +263,10 @@ def _continued_fraction(xp: Any, sp: Any, ax: Any, x: Any, a: Any, eps: float) -
 
 
 def _gamma_grad_impl(xp: Any, a: Any, x: Any) -> Any:
+    if type(a) in (int, float):  # a weak Python scalar takes the array's dtype (and device)
+        a = xp.asarray(a, dtype=x.dtype)
+    elif type(x) in (int, float):
+        x = xp.asarray(x, dtype=a.dtype)
     a, x = xp.broadcast_arrays(xp.asarray(a), xp.asarray(x))
     dt = np.dtype(a.dtype)
     if dt.itemsize < 4:
@@ -286,6 +299,7 @@ _grad_aval = make_binary_aval("random_gamma_grad", "float")
 
 @random_gamma_grad_p.def_abstract_eval
 def _gamma_grad_aval(a: AbstractArray, x: AbstractArray) -> AbstractArray:
+    check_dtype_class("random_gamma_grad", "float", a, x)
     return _grad_aval(a, x)
 
 
@@ -305,6 +319,8 @@ def _d_dx(a: Any, x: Any, g: Any) -> Any:
     """d g / d x for g = dx/da = -(dP/da) / (dP/dx): with p = dP/dx = x^(a-1) e^-x / Gamma(a),
     dP/(da dx) = p (log x - digamma(a)) and dp/dx = p ((a-1)/x - 1), so
     dg/dx = -(log x - digamma(a)) - g ((a-1)/x - 1)."""
+    if type(a) in (int, float):  # a weak Python scalar: x's dtype and device
+        a = scalar(x, a)
     one = scalar(x, 1.0)
     return _ew.sub(_ew.neg(_ew.sub(_ew.log(x), _special_prims.digamma(a))),
                    _ew.mul(g, _ew.sub(_ew.div(_ew.sub(a, one), x), one)))

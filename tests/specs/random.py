@@ -133,9 +133,10 @@ def _key_words(draw_shape: st.SearchStrategy) -> st.SearchStrategy:
 def _gamma_grad_ref(base: SimpleNamespace, x: np.ndarray) -> np.ndarray:
     """-(dP/da) / (dP/dx) with mpmath (dP/da by its numerical derivative at 30 digits)."""
     mpmath.mp.dps = 30
+    a = mpmath.mpf(base.a)
     out = []
-    for a, xi in zip(np.broadcast_to(base.a, x.shape).ravel(), x.ravel()):
-        a, xi = mpmath.mpf(float(a)), mpmath.mpf(float(xi))
+    for xi in x.ravel():
+        xi = mpmath.mpf(float(xi))
         dp_da = mpmath.diff(lambda t: mpmath.gammainc(t, 0, xi, regularized=True), a)
         dp_dx = xi ** (a - 1) * mpmath.exp(-xi) / mpmath.gamma(a)
         out.append(float(-dp_da / dp_dx))
@@ -143,15 +144,15 @@ def _gamma_grad_ref(base: SimpleNamespace, x: np.ndarray) -> np.ndarray:
 
 
 def _gamma_grad_args(draw_shape: st.SearchStrategy) -> st.SearchStrategy:
-    """(base with a held fixed, x): x on both sides of a and of 1 (the series and the
-    continued fraction)."""
-    return draw_shape.flatmap(lambda s: st.tuples(array(s, 0.3, 8.0), array(s, 0.1, 12.0))).map(
-        lambda t: (SimpleNamespace(a=t[0]), t[1]))
+    """(base holding a fixed shape parameter a, a Python float, so that it joins x's device
+    and dtype; x): x on both sides of a and of 1 (the series and the continued fraction)."""
+    return draw_shape.flatmap(lambda s: st.tuples(
+        st.floats(0.3, 8.0).map(lambda a: SimpleNamespace(a=a)), array(s, 0.1, 12.0)))
 
 
 SPECS = [
     PrimSpec("random_gamma_grad",
-             lambda base, x: random_gamma.random_gamma_grad(base.a.astype(x.dtype), x),
+             lambda base, x: random_gamma.random_gamma_grad(base.a, x),
              _gamma_grad_ref, _gamma_grad_args(shapes(max_rank=2, max_side=3)),
              diff_argnums=(1,), rtol=1e-10, atol=1e-12, fd_rtol=1e-5, fd_atol=1e-7),
     *(PrimSpec("random_bits",
