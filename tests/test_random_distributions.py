@@ -211,3 +211,34 @@ def test_poisson_under_jit_and_vmap() -> None:
     eager = np.stack([np.asarray(fxr.poisson(k, lam)) for k in keys])
     assert np.array_equal(fx.vmap(lambda k: fxr.poisson(k, lam))(keys), eager)
     assert np.array_equal(fx.jit(lambda k: fxr.poisson(k, lam))(keys[2]), eager[2])
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_matches_jax(method: str) -> None:
+    k = fxr.key(4)
+    jk = jnp.asarray(k)
+    mean = np.array([1.0, -2.0, 0.5])
+    cov = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, 0.2], [0.1, 0.2, 0.5]])
+    close(fxr.multivariate_normal(k, mean, cov, (4,), method=method),
+          jr.multivariate_normal(jk, mean, cov, (4,), method=method), np.float64)
+    g = fx.grad(lambda c: fnp.sum(fxr.multivariate_normal(k, mean, c, (4,), method=method)))(cov)
+    gj = jax.grad(lambda c: jnp.sum(jr.multivariate_normal(jk, mean, c, (4,), method=method)))(
+        jnp.asarray(cov))
+    np.testing.assert_allclose(g, gj, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("n,m", [(3, 3), (4, 2), (2, 4)])
+def test_orthogonal_matches_jax(n: int, m: int) -> None:
+    k = fxr.key(5)
+    q = np.asarray(fxr.orthogonal(k, n, (2,), m=m))
+    close(q, jr.orthogonal(jnp.asarray(k), n, (2,), m=m), np.float64)
+    small = min(n, m)
+    gram = q.swapaxes(-1, -2) @ q if n >= m else q @ q.swapaxes(-1, -2)
+    np.testing.assert_allclose(gram, np.broadcast_to(np.eye(small), gram.shape), atol=1e-12)
+
+
+def test_multivariate_normal_errors() -> None:
+    with pytest.raises(ShapeError, match="multivariate_normal"):
+        fxr.multivariate_normal(KEY, np.zeros(3), np.eye(2))
+    with pytest.raises(ValueError, match="method"):
+        fxr.multivariate_normal(KEY, np.zeros(2), np.eye(2), method="qr")

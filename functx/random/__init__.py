@@ -101,6 +101,7 @@ from functx.random._continuous import (
     weibull_min,
 )
 from functx.random._discrete import binomial, choice, multinomial, poisson
+from functx.random._multivariate import multivariate_normal, orthogonal
 from functx.random._gamma import (
     ball,
     beta,
@@ -123,6 +124,8 @@ __all__ = [
     "weibull_min", "maxwell", "double_sided_maxwell", "triangular", "rademacher", "geometric",
     # counts and draws from a population
     "poisson", "binomial", "multinomial", "choice",
+    # on linear algebra
+    "multivariate_normal", "orthogonal",
     # built on Gamma variates
     "gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "f", "generalized_normal",
     "ball",
