@@ -755,3 +755,13 @@ def test_regressions_found_by_fuzzing():
     _close(fnp.cov(m, rowvar=False), np.cov(m, rowvar=False))
     # nanargmax(axis=None, keepdims=True) keeps every axis
     _close(fnp.nanargmax(XN, keepdims=True), np.nanargmax(XN, keepdims=True))
+
+
+def test_i0_values_and_derivative() -> None:
+    """fnp.i0 against NumPy, and its derivative is I1 (SciPy)."""
+    import scipy.special
+
+    x = np.array([0.0, 1.0, -3.0, 10.0, 700.0])
+    np.testing.assert_allclose(fnp.i0(x), np.i0(x), rtol=1e-14)
+    np.testing.assert_allclose(fx.grad(lambda x: fnp.sum(fnp.i0(x)))(x[:4]),
+                               scipy.special.i1(x[:4]), rtol=1e-13)

@@ -32,11 +32,12 @@ from functx.numpy import _ufuncs as _uf
 from functx.numpy import _ufuncs_math as _um
 from functx.numpy._promotion import asarray, astype, is_inexact, result_type
 from functx.primitives import complex as _cx
+from functx.primitives import special as _special
 from functx.primitives import indexing as _ix
 
 __all__ = [
     "diff", "ediff1d", "gradient", "trapezoid", "unwrap", "interp", "cov", "corrcoef",
-    "select", "piecewise",
+    "select", "piecewise", "i0",
 ]
 
 
@@ -524,3 +525,21 @@ def piecewise(x: Any, condlist: Any, funclist: Sequence[Any], *args: Any, **kw: 
         out = _uf.where(c, astype(_fshape.as_array(value), x.dtype), out)
     return out
 
+
+
+def i0(x: Any) -> Any:
+    """The modified Bessel function of the first kind of order 0, elementwise (``numpy.i0``,
+    ``jax.numpy.i0``): ``i0e(x) * exp(|x|)`` from the exponentially scaled primitive, so it
+    is differentiable (``i0' = i1``).
+
+    Args:
+        x: a real array (integers are promoted to float64).
+
+    Returns:
+        ``I0(x)``, of ``x``'s float dtype.
+
+    Example:
+        >>> fnp.i0(np.array([0.0, 1.0]))   # array([1.        , 1.26606588])
+    """
+    x = _float(asarray(x))
+    return _special.i0e(x) * _um.exp(_uf.abs(x))
