@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.special as _sc
 
+from functx.primitives._numba import njit_variant, numba_or_none
 from functx.primitives._batching import add_tangents, elementwise_batch, unary_batch
 from functx.primitives._util import shape_of
 from functx.primitives.elementwise._arithmetic import abs, add, div, min, mul, neg, sub
@@ -418,12 +419,39 @@ def _erf_tables(xp: Any) -> tuple:
     return tables
 
 
+_erf32_kernels: dict = {}
+ERF32_NUMBA_MIN_SIZE = 1 << 14   # below this SciPy's float32 loop (no compile, no threads)
+ERF32_PARALLEL_MIN_SIZE = 1 << 18
+
+
+def _erf32_compiled(parallel: bool) -> Any:
+    """Numba's loop of float32 erf: libm's double erf (within an ulp of double) rounded
+    once to float32, so correctly rounded but where the exact value lies within a double
+    ulp of a float32 rounding boundary; on all cores from ``ERF32_PARALLEL_MIN_SIZE``."""
+    kernel = _erf32_kernels.get(parallel)
+    if kernel is None:
+        numba = numba_or_none()
+
+        def kernel(x, out):  # pragma: no cover (compiled)
+            for i in numba.prange(x.size):
+                out[i] = np.float32(math.erf(np.float64(x[i])))
+        kernel = _erf32_kernels[parallel] = njit_variant(
+            kernel, "parallel" if parallel else "serial", parallel=parallel)
+    return kernel
+
+
 def erf_impl(xp, x):
     """The error function of a real float array ``x`` on the array module ``xp`` (the
     generic rule of ``erf``; ``functx.primitives.fused`` evaluates exact GELU with it)."""
     dtype = dtype_of(x)
     if dtype != np.float64 and xp is np:
         if dtype == np.float32:
+            x = np.asarray(x)
+            if x.size >= ERF32_NUMBA_MIN_SIZE and numba_or_none() is not None:
+                flat = np.ascontiguousarray(x).reshape(-1)
+                out = np.empty_like(flat)
+                _erf32_compiled(flat.size >= ERF32_PARALLEL_MIN_SIZE)(flat, out)
+                return out.reshape(x.shape)
             return np.asarray(_sc.erf(x))  # (a 0-d input gives a NumPy scalar)
         return np.asarray(_sc.erf(np.asarray(x).astype(np.float32))).astype(dtype)
     if dtype != np.float64:
