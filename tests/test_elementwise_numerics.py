@@ -310,3 +310,14 @@ def test_vjps_read_the_declared_residuals():
         assert p.save_output and p.saved_input_indices(1) == ()
     assert ew.rsqrt_p.save_output and ew.rsqrt_p.saved_input_indices(1) == (0,)
     assert ew.select_p.saved_input_indices(3) == (0,)
+
+
+def test_erf_float32_compiled_and_scipy_paths_agree(monkeypatch) -> None:
+    """Large float32 arrays take the Numba loop (libm's double erf rounded once), others
+    and FUNCTX_NUMBA=0 SciPy's float32 loop: the same values."""
+    from functx.primitives.elementwise import _transcendental as tr
+
+    x = np.random.default_rng(3).standard_normal(tr.ERF32_NUMBA_MIN_SIZE).astype(np.float32) * 3
+    compiled = np.asarray(tr.erf(x))
+    monkeypatch.setenv("FUNCTX_NUMBA", "0")
+    assert np.array_equal(compiled, np.asarray(tr.erf(x)))

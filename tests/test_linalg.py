@@ -384,3 +384,15 @@ def test_cholesky_of_indefinite_is_nan_per_matrix() -> None:
     L = fnp.linalg.cholesky(a)
     close(L[0], np.eye(2))
     assert np.isnan(np.asarray(L[1])).all()
+
+
+def test_matvec_vecmat_matrix_transpose_match_jax() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 4)) + 1j * rng.standard_normal((2, 3, 4))
+    v = rng.standard_normal(4) + 1j
+    w = rng.standard_normal(3) - 2j
+    np.testing.assert_allclose(fnp.matvec(a, v), jnp.matvec(a, v), rtol=1e-12)
+    np.testing.assert_allclose(fnp.vecmat(w, a), jnp.vecmat(w, a), rtol=1e-12)
+    np.testing.assert_array_equal(fnp.matrix_transpose(a), jnp.matrix_transpose(a))
+    with pytest.raises(fx.ShapeError, match="matvec"):
+        fnp.matvec(a, np.ones(3))

@@ -62,9 +62,11 @@ __all__ = sorted({name for m in (_promotion, _ufuncs, _ufuncs_math, _reductions,
 from functx.primitives.complex import conj, conjugate, imag, real  # noqa: E402,F401
 from functx.numpy import fft  # noqa: E402,F401
 from functx.numpy import linalg  # noqa: E402,F401
-from functx.numpy.linalg import cross, vecdot  # noqa: E402,F401
+from functx.numpy.linalg import (  # noqa: E402,F401
+    cross, matrix_transpose, matvec, vecdot, vecmat)
 
-__all__ = sorted(set(__all__) | {"conj", "conjugate", "imag", "real", "cross", "vecdot"})
+__all__ = sorted(set(__all__) | {"conj", "conjugate", "imag", "real", "cross", "vecdot",
+                                "matrix_transpose", "matvec", "vecmat"})
 
 import sys as _sys  # noqa: E402
 

@@ -40,6 +40,7 @@ __all__ = ["cholesky", "qr", "svd", "svdvals", "eigh", "eigvalsh", "eig", "eigva
            "inv", "det", "slogdet", "lstsq", "pinv", "matrix_power", "matrix_rank", "norm",
            "vector_norm", "matrix_norm", "cond", "multi_dot", "tensorsolve", "tensorinv",
            "cross", "outer", "trace", "diagonal", "matmul", "vecdot", "matrix_transpose",
+           "matvec", "vecmat",
            "tensordot", "EighResult", "SVDResult", "QRResult", "SlogdetResult"]
 
 
@@ -643,6 +644,36 @@ def matmul(x1: Any, x2: Any, /, *, precision: Any = None,
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
     """``fnp.tensordot`` with the Array API's keyword ``axes``."""
     return fnp.tensordot(x1, x2, axes)
+
+
+def matvec(x1: Any, x2: Any, /) -> Any:
+    """The matrix-vector product ``x1 @ x2`` of a ``(..., m, n)`` stack of matrices and a
+    ``(..., n)`` stack of vectors (batch axes broadcast), as ``jax.numpy.matvec``.
+
+    Raises:
+        ShapeError: ``x1`` is not at least 2-d, ``x2`` not at least 1-d, or their ``n``
+            differ.
+    """
+    x1, x2 = fnp.asarray(x1), fnp.asarray(x2)
+    if x1.ndim < 2 or x2.ndim < 1 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"functx.numpy.matvec needs a (..., m, n) matrix and a (..., n) "
+                         f"vector, but got shapes {tuple(x1.shape)} and {tuple(x2.shape)}.")
+    return fnp.matmul(x1, x2[..., None])[..., 0]
+
+
+def vecmat(x1: Any, x2: Any, /) -> Any:
+    """The vector-matrix product ``conj(x1) @ x2`` of a ``(..., n)`` stack of vectors and a
+    ``(..., n, m)`` stack of matrices (batch axes broadcast), as ``jax.numpy.vecmat``.
+
+    Raises:
+        ShapeError: ``x1`` is not at least 1-d, ``x2`` not at least 2-d, or their ``n``
+            differ.
+    """
+    x1, x2 = fnp.asarray(x1), fnp.asarray(x2)
+    if x1.ndim < 1 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-2]:
+        raise ShapeError(f"functx.numpy.vecmat needs a (..., n) vector and a (..., n, m) "
+                         f"matrix, but got shapes {tuple(x1.shape)} and {tuple(x2.shape)}.")
+    return fnp.matmul(fnp.conj(x1)[..., None, :], x2)[..., 0, :]
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
