@@ -83,12 +83,15 @@ def make_data(T: int, H: int, B: int, D: int, seed: int = 0) -> dict:
 # The systems: each returns (step function, gradient as NumPy arrays)
 
 
-def functx_system(system: str, d: dict) -> tuple[Callable, Callable, Callable | None]:
+def functx_system(system: str, d: dict, device: str = "cpu"
+                  ) -> tuple[Callable, Callable, Callable | None]:
     import functx as fx
     import functx.numpy as fnp
     from functx import lax
 
     T = d["xs"].shape[0]
+    if device != "cpu":
+        d = fx.device_put(d, device)
     xs, h0, r = d["xs"], d["h0"], d["r"]
     mode = {"functx-scan-body": "body", "functx-scan-sqrt": "sqrt"}.get(system)
 
@@ -112,15 +115,16 @@ def functx_system(system: str, d: dict) -> tuple[Callable, Callable, Callable | 
         raw = fx.grad(loss_loop if system == "functx-loop-jit" else loss_scan)
         g = fx.jit(raw)
         trace = lambda: fx.make_trace(raw)(params)  # noqa: E731 (what jit traces)
-    return (lambda: g(params)), (lambda out: [np.asarray(x) for x in out]), trace
+    return ((lambda: fx.block_until_ready(g(params))),
+            (lambda out: [fx.to_numpy(x) for x in out]), trace)
 
 
-def torch_system(d: dict) -> tuple[Callable, Callable, None]:
+def torch_system(d: dict, device: str = "cpu") -> tuple[Callable, Callable, None]:
     import torch
 
     torch.set_grad_enabled(True)
-    W, U, b = (torch.tensor(d[k], requires_grad=True) for k in ("W", "U", "b"))
-    xs, h0, r = (torch.tensor(d[k]) for k in ("xs", "h0", "r"))
+    W, U, b = (torch.tensor(d[k], requires_grad=True, device=device) for k in ("W", "U", "b"))
+    xs, h0, r = (torch.tensor(d[k], device=device) for k in ("xs", "h0", "r"))
     T = xs.shape[0]
 
     def step():
@@ -128,9 +132,12 @@ def torch_system(d: dict) -> tuple[Callable, Callable, None]:
         for t in range(T):
             h = torch.tanh(xs[t] @ U + h @ W + b)
             total = total + (h @ r).sum()
-        return torch.autograd.grad(total / T, (W, U, b))
+        out = torch.autograd.grad(total / T, (W, U, b))
+        if device != "cpu":
+            torch.cuda.synchronize()
+        return out
 
-    return step, lambda out: [x.numpy() for x in out], None
+    return step, lambda out: [x.cpu().numpy() for x in out], None
 
 
 def jax_system(d: dict) -> tuple[Callable, Callable, Callable]:
@@ -179,12 +186,34 @@ def rss_growth(fn: Callable[[], Any]) -> tuple[int, Any]:
     return _status("VmHWM") - before, out
 
 
-def run_case(system: str, T: int, H: int, B: int, D: int, repeats: int, ref: str) -> dict:
+def gpu_peak(system: str, step: Callable) -> tuple[int, Any]:
+    """The peak GPU memory of one gradient evaluation above what was held before it."""
+    if system.startswith("functx"):
+        import functx as fx
+        fx.reset_peak_memory_stats("cuda")
+        before = fx.memory_stats("cuda")["bytes_in_use"]
+        out = step()
+        return fx.memory_stats("cuda")["peak_bytes_in_use"] - before, out
+    if system == "torch":
+        import torch
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        out = step()
+        return torch.cuda.max_memory_allocated() - before, out
+    import jax
+    stats = jax.devices()[0].memory_stats() or {}
+    out = step()
+    after = jax.devices()[0].memory_stats() or {}
+    return after.get("peak_bytes_in_use", 0) - stats.get("bytes_in_use", 0), out
+
+
+def run_case(system: str, T: int, H: int, B: int, D: int, repeats: int, ref: str,
+             device: str = "cpu") -> dict:
     d = make_data(T, H, B, D)
     if system.startswith("functx"):
-        step, to_np, trace = functx_system(system, d)
+        step, to_np, trace = functx_system(system, d, device)
     elif system == "torch":
-        step, to_np, trace = torch_system(d)
+        step, to_np, trace = torch_system(d, device)
     else:
         step, to_np, trace = jax_system(d)
     trace_s = None
@@ -201,9 +230,9 @@ def run_case(system: str, T: int, H: int, B: int, D: int, repeats: int, ref: str
         out = step()
         times.append(time.perf_counter() - t0)
     del out
-    peak, out = rss_growth(step)
+    peak, out = rss_growth(step) if device == "cpu" else gpu_peak(system, step)
     traced = None
-    if system.startswith("functx"):
+    if system.startswith("functx") and device == "cpu":
         gc.collect()
         tracemalloc.start()
         out = step()
@@ -221,8 +250,11 @@ def run_case(system: str, T: int, H: int, B: int, D: int, repeats: int, ref: str
             "traced": traced, "err": err}
 
 
-def spawn(args: list[str]) -> dict:
+def spawn(args: list[str], device: str = "cpu") -> dict:
     env = dict(os.environ, **MALLOC_ENV)
+    if device != "cpu":
+        env.pop("JAX_PLATFORMS")  # JAX on its GPU
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
                           env=env)
     if proc.returncode != 0:
@@ -245,10 +277,13 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS))
     parser.add_argument("--case", nargs=2, metavar=("SYSTEM", "T"), help=argparse.SUPPRESS)
     parser.add_argument("--ref", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="cuda: every system on the GPU; peak = GPU memory above the "
+                             "inputs (functx's and PyTorch's allocators, JAX's device stats)")
     args = parser.parse_args()
     if args.case:
         res = run_case(args.case[0], int(args.case[1]), args.hidden, args.batch, args.inputs,
-                       args.repeats, args.ref)
+                       args.repeats, args.ref, args.device)
         print(json.dumps(res))
         return
 
@@ -263,7 +298,7 @@ def main() -> None:
         if m in systems:
             modules[m] = __import__(m)
     print(f"# grad of an Elman RNN with scan (hidden {args.hidden}, batch {args.batch}, "
-          f"{args.inputs} inputs, float32, CPU)\n")
+          f"{args.inputs} inputs, float32, {args.device.upper()})\n")
     print(environment_report(modules, ROOT))
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
@@ -278,11 +313,13 @@ def main() -> None:
                 log(f"T={T}: {NAMES[s]}")
                 res = spawn(["--case", s, str(T), "--hidden", str(args.hidden), "--batch",
                              str(args.batch), "--inputs", str(args.inputs), "--repeats",
-                             str(args.repeats), "--ref", ref])
+                             str(args.repeats), "--ref", ref, "--device", args.device],
+                            args.device)
                 rows.append((s, res))
             base = dict(rows)["functx-scan"]
             print(f"\n## T = {T}\n")
-            print("| system | trace s | step ms | functx scan ÷ system (step) | peak RSS MiB "
+            peak_name = "peak RSS MiB" if args.device == "cpu" else "peak GPU MiB"
+            print(f"| system | trace s | step ms | functx scan ÷ system (step) | {peak_name} "
                   "| NumPy peak MiB | grad check |")
             print("|---|---:|---:|---:|---:|---:|---|")
             for s, r in rows:
