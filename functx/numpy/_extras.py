@@ -539,7 +539,8 @@ def i0(x: Any) -> Any:
         ``I0(x)``, of ``x``'s float dtype.
 
     Example:
-        >>> fnp.i0(np.array([0.0, 1.0]))   # array([1.        , 1.26606588])
+        >>> fnp.i0(np.array([0.0, 1.0]))
+        array([1.        , 1.26606588])
     """
     x = _float(asarray(x))
     return _special.i0e(x) * _um.exp(_uf.abs(x))
