@@ -13,6 +13,11 @@ import numpy as np
 
 from functx.backends import Backend
 
+# True while functx captures a CUDA graph (functx.compiler.cuda_graph): implementations whose
+# CuPy routines refuse stream capture (every cuBLAS call through CuPy) take a capturable
+# path instead (functx.primitives.cuda.linalg's GEMMs call cuBLAS directly).
+CAPTURING = [False]
+
 
 class _PeakTracker:
     """Wraps CuPy's allocator and keeps the high-water mark of the pool's bytes in use."""

@@ -13,6 +13,7 @@ import warnings
 from typing import Any
 
 from functx.compiler.cpu import Kernel, fuse_policy
+from functx.compiler.cuda import COMPUTE, CudaKernel, cuda_policy
 from functx.compiler.partition import Cluster, partition
 from functx.errors import FunctxError
 from functx.ir import AbstractArray, Eqn, Printer, Trace
@@ -43,13 +44,17 @@ def numba_available() -> bool:
     return ok
 
 
-def fuse(trace: Trace) -> tuple[Trace, list[Kernel]]:
-    """``trace`` with each fusion cluster as one ``fused`` equation, and the kernels."""
-    steps = partition(trace, fuse_policy)
+def fuse(trace: Trace, target: str = "cpu") -> tuple[Trace, list]:
+    """``trace`` with each fusion cluster as one ``fused`` equation, and the kernels:
+    Numba loop nests for ``target="cpu"``, CUDA C kernels for ``"cuda"``."""
+    if target == "cuda":
+        steps, make = partition(trace, cuda_policy, COMPUTE), CudaKernel
+    else:
+        steps, make = partition(trace, fuse_policy), Kernel
     eqns, kernels = [], []
     for s in steps:
         if isinstance(s, Cluster):
-            k = Kernel(s, len(kernels))
+            k = make(s, len(kernels))
             kernels.append(k)
             eqns.append(Eqn(fused_p, tuple(s.inputs), {"kernel": k}, tuple(k.outputs),
                             s.eqns[0].source))
@@ -69,13 +74,16 @@ class Lowered:
         kernels: the generated kernels, each with ``.source`` and ``.cluster``.
     """
 
-    def __init__(self, trace: Trace, fused: Trace, kernels: list, compiler: str) -> None:
+    def __init__(self, trace: Trace, fused: Trace, kernels: list, compiler: str,
+                 target: str = "cpu") -> None:
         self.trace, self.fused, self.kernels, self.compiler = trace, fused, kernels, compiler
+        self.target = target
 
     def as_text(self) -> str:
         """The optimised trace, the fused trace with its clusters, and every kernel's
         source, as one readable text (like JAX's ``lower(...).as_text()``)."""
-        parts = [f"# compiler: {self.compiler}", "# optimised trace", str(self.trace)]
+        parts = [f"# compiler: {self.compiler} (target: {self.target})", "# optimised trace",
+                 str(self.trace)]
         if self.kernels:
             parts += ["", "# fused trace (each `fused` equation is one kernel)", str(self.fused)]
             for k in self.kernels:
@@ -92,13 +100,14 @@ class Lowered:
         """Compile every kernel now (otherwise each compiles on its first call).
 
         Raises:
-            FunctxError: Numba is not installed.
+            FunctxError: Numba (CPU) or CuPy (CUDA) is not installed.
         """
         try:
             for k in self.kernels:
                 k.compile()
         except ImportError as err:
-            raise FunctxError("Lowered.compile needs Numba (pip install numba).") from err
+            raise FunctxError(f"Lowered.compile needs {'CuPy' if self.target == 'cuda' else 'Numba'} "
+                              f"to compile kernels for {self.target} ({err}).") from err
         return self
 
     def __str__(self) -> str:

@@ -21,7 +21,8 @@ import numpy as np
 from functx.ir import Eqn, Literal, Trace, Var
 from functx.registry.scalar import Expr, const, var
 
-__all__ = ["Cluster", "partition", "fusible", "calls", "worth_fusing", "FUSIBLE_DTYPES", "SEARCH"]
+__all__ = ["Cluster", "partition", "fusible", "calls", "worth_fusing", "compute_dtype",
+           "accumulator_dtype", "host_literal", "FUSIBLE_DTYPES", "SEARCH"]
 
 # dtypes the generated loops load, compute and store
 FUSIBLE_DTYPES = frozenset(np.dtype(d) for d in ("float32", "float64", "bool", "int32", "int64"))
@@ -71,29 +72,43 @@ class Cluster:
         return sum(e.prim.scalar.kind != "broadcast" for e in self.eqns)
 
 
-def _leaf(a: Any, name: str) -> Expr:
-    return var(name, a.aval.dtype)
+def host_literal(a: Literal) -> np.ndarray:
+    """A literal's value as a host array (a literal traced on CUDA may hold a 0-d CuPy
+    array: it is read once, when the trace is compiled)."""
+    v = a.value
+    get = getattr(v, "get", None) if type(v) is not np.ndarray else None
+    return np.asarray(get() if get is not None else v)
 
 
 def literal_expr(a: Literal, like: np.dtype | None) -> Expr:
     """A literal as a constant expression; a weak-typed one takes the dtype ``like`` of its
     equation's other operands, as the primitive's implementation does."""
     dtype = like if (a.aval.weak_type and like is not None) else a.aval.dtype
-    return const(np.asarray(a.value).item(), dtype)
+    return const(host_literal(a).item(), dtype)
 
 
-def operand_dtype(e: Eqn) -> np.dtype | None:
-    """The dtype of the first variable operand of ``e`` (what a weak literal joins)."""
+def operand_dtype(e: Eqn, compute: dict | None = None) -> np.dtype | None:
+    """The (compute) dtype of the first variable operand of ``e`` (what a weak literal
+    joins)."""
     for a in e.inputs:
         if type(a) is Var:
-            return np.dtype(a.aval.dtype)
+            return compute_dtype(a.aval.dtype, compute)
     return None
 
 
-def scalar_expr(e: Eqn, leaves: list) -> Expr | None:
+def accumulator_dtype(rule: Any, dtype: np.dtype) -> np.dtype:
+    """The dtype a reduction rule accumulates elements of ``dtype`` in."""
+    return np.dtype(rule.accumulator(dtype)) if rule.accumulator else np.dtype(dtype)
+
+
+def scalar_expr(e: Eqn, leaves: list, compute: dict | None = None) -> Expr | None:
     """The equation's per-element expression on ``leaves`` (one Expr per input), from its
-    primitive's scalar rule (elementwise and broadcast kinds); None if it declines."""
-    return e.prim.scalar.expr(*leaves, out=e.outputs[0].aval, **e.params)
+    primitive's scalar rule (elementwise and broadcast kinds); None if it declines. With
+    ``compute``, the rule sees the output's compute dtype."""
+    out = e.outputs[0].aval
+    if compute and np.dtype(out.dtype) in compute:
+        out = out.update(dtype=compute[np.dtype(out.dtype)])
+    return e.prim.scalar.expr(*leaves, out=out, **e.params)
 
 
 def calls(expr: Expr) -> set:
@@ -110,25 +125,36 @@ def calls(expr: Expr) -> set:
     return found
 
 
-def fusible(e: Eqn, policy: Callable | None = None) -> tuple[str, tuple] | None:
+def compute_dtype(dtype: Any, compute: dict | None) -> np.dtype:
+    """The dtype a generator computes values stored as ``dtype`` in (``compute`` maps
+    storage dtypes to compute dtypes: the CUDA generator computes bfloat16 and float16 in
+    float32, rounding once when it stores)."""
+    dtype = np.dtype(dtype)
+    return compute.get(dtype, dtype) if compute else dtype
+
+
+def fusible(e: Eqn, policy: Callable | None = None, compute: dict | None = None
+            ) -> tuple[str, tuple] | None:
     """``(kind, iteration shape)`` if the equation may join a cluster, else None.
 
     ``policy(e, expr)`` (a code generator's) may refuse an equation whose per-element
-    expression ``expr`` it computes worse than the unfused implementation does."""
+    expression ``expr`` it computes worse than the unfused implementation does; ``compute``
+    is the generator's map of storage to compute dtypes (see :func:`compute_dtype`)."""
     rule = e.prim.scalar
     if rule is None or e.prim.multiple_results or not e.inputs:
         return None
     avals = [a.aval for a in e.inputs] + [v.aval for v in e.outputs]
-    if any(np.dtype(a.dtype) not in FUSIBLE_DTYPES for a in avals):
+    if any(compute_dtype(a.dtype, compute) not in FUSIBLE_DTYPES for a in avals):
         return None
-    like = operand_dtype(e)
-    leaves = [literal_expr(a, like) if type(a) is Literal else _leaf(a, f"x{i}")
+    like = operand_dtype(e, compute)
+    leaves = [literal_expr(a, like) if type(a) is Literal
+              else var(f"x{i}", compute_dtype(a.aval.dtype, compute))
               for i, a in enumerate(e.inputs)]
     if rule.kind == "reduction":
         x = e.inputs[0]
         if type(x) is not Var or x.aval.size == 0:
             return None
-        acc = rule.accumulator(x.aval.dtype) if rule.accumulator else np.dtype(x.aval.dtype)
+        acc = accumulator_dtype(rule, leaves[0].dtype)
         if rule.combine(var("acc", acc), leaves[0]) is None:
             return None
         return "reduction", tuple(x.aval.shape)
@@ -136,7 +162,7 @@ def fusible(e: Eqn, policy: Callable | None = None) -> tuple[str, tuple] | None:
     if out.size == 0:
         return None
     try:
-        expr = scalar_expr(e, leaves)
+        expr = scalar_expr(e, leaves, compute)
     except Exception:
         return None
     if expr is None or (policy is not None and not policy(e, expr)):
@@ -151,15 +177,17 @@ def worth_fusing(c: Cluster) -> bool:
     return n >= 2
 
 
-def partition(trace: Trace, policy: Callable | None = None) -> list:
+def partition(trace: Trace, policy: Callable | None = None, compute: dict | None = None
+              ) -> list:
     """The trace's equations as a list of steps in execution order: each an :class:`Eqn`
     run as it is or a :class:`Cluster` (its ``outputs`` set: the values used later).
-    ``policy`` is the code generator's veto (see :func:`fusible`)."""
+    ``policy`` is the code generator's veto and ``compute`` its compute dtypes (see
+    :func:`fusible`)."""
     items: list = []
     where: dict = {}   # var -> index in items of the step computing it
     recent: dict = {}  # shape -> indices of the most recent clusters of that shape
     for e in trace.eqns:
-        info = fusible(e, policy)
+        info = fusible(e, policy, compute)
         target = None
         if info is not None:
             kind, shape = info

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from functx.compiler.partition import host_literal
 from functx.ir import AbstractArray, Eqn, Literal, Trace, Var
 from functx.registry.rewrite import Operand, Rewrite
 from functx.tracing import bind
@@ -45,7 +46,7 @@ def _subst(atom: Any, env: dict) -> Any:
 def _atom_key(a: Any) -> Any:
     if type(a) is Var:
         return a
-    v = np.asarray(a.value)
+    v = host_literal(a)
     return ("lit", v.dtype.str, v.tobytes(), a.aval.weak_type)
 
 
@@ -105,7 +106,7 @@ def fold_constants(trace: Trace, limit: int = FOLD_LIMIT) -> Trace:
     eqns = []
     for e in trace.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
-        vals = [a.value if type(a) is Literal else known.get(a) for a in ins]
+        vals = [host_literal(a) if type(a) is Literal else known.get(a) for a in ins]
         if e.prim.multiple_results or not e.outputs or has_effects(e):
             eqns.append(e._replace(inputs=ins))  # (effects run when the program runs)
             continue
@@ -148,7 +149,7 @@ def simplify(trace: Trace) -> Trace:
 
     def operand(a: Any) -> Operand:
         if type(a) is Literal:
-            return Operand(a.aval, np.asarray(a.value), None, a)
+            return Operand(a.aval, host_literal(a), None, a)
         return Operand(a.aval, known.get(a), producers.get(a), a)
 
     def atom_of(op: Operand) -> Any:

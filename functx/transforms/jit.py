@@ -16,8 +16,9 @@ simplification, dead code), and on the CPU its clusters of elementwise, broadcas
 reduction operations run as fused, multi-threaded Numba kernels (compiled on the first call
 of the signature, cached on disk). ``jitted.lower(*args).as_text()`` shows the optimised
 trace, its clusters and the kernel sources. With ``"none"``, the trace is replayed as traced.
-Not done yet: fused kernels on CUDA and CUDA-graph replay (the GPU replays the optimised
-trace).
+On CUDA the same clusters become generated CUDA C kernels
+(:mod:`functx.compiler.cuda`, compiled with NVRTC through CuPy on the first call, cached on
+disk by CuPy); matrix products and the other primitives run their own implementations.
 
 As in JAX, the traced function must be pure: Python side effects run once per signature,
 arrays it closes over are captured as constants when it is traced (later changes to a
@@ -42,6 +43,7 @@ import numpy as np
 
 from functx import compiler as _compiler
 from functx import tracing, tree
+from functx.compiler.cuda_graph import CudaGraph, cuda_graphs_enabled
 from functx.compiler.lowering import Lowered, fuse, numba_available
 from functx.compiler.passes import optimize
 from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
@@ -66,7 +68,7 @@ class _Compiled:
     backend, the lean executor's step list (built on first use)."""
 
     __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers", "compiler",
-                 "_lowered")
+                 "_lowered", "graphs", "graph")
 
     def __init__(self, trace: Trace, out_tree: Any, compiler: str = "none") -> None:
         # the constants are kept for later calls: snapshots of the caller's writeable arrays
@@ -77,7 +79,11 @@ class _Compiled:
                 typecheck(trace)
         self.trace, self.dying = prune_with_last_uses(trace)
         self.compiler = compiler
-        self._lowered: Lowered | None = None
+        # CUDA graphs for a jitted signature (not for loop bodies: their steps are part of
+        # the enclosing signature's graph)
+        self.graphs = compiler != "none" and cuda_graphs_enabled()
+        self.graph: CudaGraph | None = None
+        self._lowered: dict[str, Lowered] = {}
         self.out_tree = out_tree
         self.plans: dict[str, Any] = {}
         # f closed over a tracer of an enclosing transform: the trace is good for this
@@ -96,11 +102,21 @@ class _Compiled:
         plan = self.plans.get(backend.name)
         if plan is None:
             trace, dying = self.trace, self.dying
-            if backend is _CPU and self.compiler == "numba":
-                trace, dying = self.fused_trace()
+            if self.compiler == "numba" and backend.name in ("cpu", "cuda"):
+                trace, dying = self.fused_trace(backend.name)
             plan = self.plans[backend.name] = _plan(trace, dying, backend)
         if plan is False:
             return eval_trace(self.trace, *inputs, dying=self.dying)
+        if self.graphs and backend.name == "cuda":
+            graph = self.graph
+            if graph is None:
+                graph = self.graph = CudaGraph(lambda ins: self.replay(plan, ins, backend))
+            if not graph.failed:
+                return graph(inputs)
+        return self.replay(plan, inputs, backend)
+
+    def replay(self, plan: tuple, inputs: list, backend: Any) -> list:
+        """Run ``plan`` (see :func:`_plan`) on ``inputs``, one step per equation."""
         env, steps, out_slots = plan
         env = list(env)
         env[:len(inputs)] = inputs
@@ -126,32 +142,35 @@ class _Compiled:
         return [finalize_cpu(o, inputs) for o in outs] if on_cpu else outs
 
 
-    def lower(self) -> Lowered:
-        """The optimised trace with its clusters and kernel sources (nothing compiled)."""
-        if self._lowered is None:
+    def lower(self, target: str = "cpu") -> Lowered:
+        """The optimised trace with its clusters and kernel sources for ``target``
+        (``"cpu"`` or ``"cuda"``; nothing compiled)."""
+        lowered = self._lowered.get(target)
+        if lowered is None:
             if self.compiler == "numba" and not self.closes_over_tracers:
-                fused, kernels = fuse(self.trace)
+                fused, kernels = fuse(self.trace, target)
             else:
                 fused, kernels = self.trace, []
             if tracing.CHECK_TRACES:
                 typecheck(fused)
-            self._lowered = Lowered(self.trace, fused, kernels, self.compiler)
-        return self._lowered
+            lowered = self._lowered[target] = Lowered(self.trace, fused, kernels,
+                                                      self.compiler, target)
+        return lowered
 
-    def fused_trace(self) -> tuple[Trace, list]:
-        """``(trace, dying)`` the CPU executor runs: the fused trace with its kernels
-        compiled, or the optimised trace where Numba is missing or a kernel fails to
-        compile (with a warning naming it)."""
-        if not numba_available():
+    def fused_trace(self, target: str) -> tuple[Trace, list]:
+        """``(trace, dying)`` the executor runs on ``target``: the fused trace with its
+        kernels compiled, or the optimised trace where the compiler (Numba on the CPU) is
+        missing or a kernel fails to compile (with a warning naming it)."""
+        if target == "cpu" and not numba_available():
             return self.trace, self.dying
-        lowered = self.lower()
+        lowered = self.lower(target)
         for k in lowered.kernels:
             try:
                 k.compile()
             except Exception as err:  # a generator bug must not break the user's program
                 warnings.warn(f"functx.jit: the fused kernel {k.name} failed to compile "
-                              f"({type(err).__name__}: {str(err)[:300]}); this signature "
-                              "runs unfused. Please report it with the output of "
+                              f"for {target} ({type(err).__name__}: {str(err)[:300]}); this "
+                              "signature runs unfused. Please report it with the output of "
                               "jit(f).lower(*args).as_text().", stacklevel=4)
                 return self.trace, self.dying
         return prune_with_last_uses(lowered.fused)
@@ -406,7 +425,9 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
     def lower(*args: Any, **kwargs: Any) -> Lowered:
         """The optimised trace, clusters and generated kernel sources for these arguments
         (``.as_text()``; ``.compile()`` compiles the kernels now). Traces like a call."""
-        return lookup(args, kwargs)[0].lower()
+        compiled, _, _, devices = lookup(args, kwargs)
+        platforms = {d.platform for d in devices if d is not None}
+        return compiled.lower("cuda" if "cuda" in platforms else "cpu")
 
     jitted.lower = lower  # type: ignore[attr-defined]
     jitted.cache_size = lambda: len(cache)  # type: ignore[attr-defined]

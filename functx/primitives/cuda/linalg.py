@@ -15,10 +15,13 @@ module needs no CuPy (cuBLAS is reached through CuPy when a GEMM is made).
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
 import numpy as np
+
+from functx.backends._cuda import CAPTURING
 
 
 def _free(ndim: int, contract: Any, batch: Any) -> tuple[int, ...]:
@@ -29,7 +32,8 @@ def _free(ndim: int, contract: Any, batch: Any) -> tuple[int, ...]:
 def dot_general(xp: Any, x: Any, y: Any, *, dimension_numbers: tuple) -> Any:
     """dot_general with cuBLAS: see the module docstring."""
     (xc, yc), (xb, yb) = dimension_numbers
-    if x.ndim == 2 and y.ndim == 2 and len(xc) == 1 and not xb:
+    capturing = CAPTURING[0] and np.dtype(x.dtype) in _GEMM_TYPES
+    if x.ndim == 2 and y.ndim == 2 and len(xc) == 1 and not xb and not capturing:
         return xp.matmul(x if xc[0] == 1 else x.T, y if yc[0] == 0 else y.T)
     xf, yf = _free(x.ndim, xc, xb), _free(y.ndim, yc, yb)
     size = lambda a, axes: math.prod(a.shape[i] for i in axes)
@@ -38,7 +42,7 @@ def dot_general(xp: Any, x: Any, y: Any, *, dimension_numbers: tuple) -> Any:
     y3 = xp.reshape(xp.transpose(y, yb + yc + yf), (b, k, n))
     out_shape = (tuple(x.shape[i] for i in xb) + tuple(x.shape[i] for i in xf)
                  + tuple(y.shape[i] for i in yf))
-    if b == 1:
+    if b == 1 and not capturing:
         out = xp.matmul(x3[0], y3[0])
     elif np.dtype(x.dtype) in _GEMM_TYPES:
         out = gemm_strided_batched(xp, x3, y3)
@@ -127,17 +131,26 @@ class Gemm:
         self.data_type = getattr(xp.cuda.runtime, type_name, type_value)
         self.compute = getattr(cublas, compute_name, compute_value)
         self.algo = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
-        self.call = cublas.gemmStridedBatchedEx
         self.handle = xp.cuda.device.get_cublas_handle()
-        cublas.setStream(self.handle, xp.cuda.get_current_stream().ptr)
+        if CAPTURING[0]:  # CuPy's wrappers refuse capture; cuBLAS itself supports it
+            lib = _libcublas()
+            lib.cublasSetStream_v2(self.handle, xp.cuda.get_current_stream().ptr)
+            self.call = lib.cublasGemmStridedBatchedEx
+        else:
+            self.call = cublas.gemmStridedBatchedEx
+            cublas.setStream(self.handle, xp.cuda.get_current_stream().ptr)
 
     def __call__(self, nb: int, m: int, n: int, k: int, x: tuple, y: tuple, c: tuple,
                  alpha: float = 1.0, beta: float = 0.0) -> None:
         dt = self.data_type
         a, b = _host_scalar(self.scalar, alpha), _host_scalar(self.scalar, beta)
         # Row-major C = X @ Y is column-major C^T = Y^T @ X^T (see gemm_strided_batched).
-        self.call(self.handle, int(y[3]), int(x[3]), n, m, k, a[1], y[0], dt, y[1], y[2], x[0],
-                  dt, x[1], x[2], b[1], c[0], dt, c[1], c[2], nb, self.compute, self.algo)
+        status = self.call(self.handle, int(y[3]), int(x[3]), n, m, k, a[1], y[0], dt, y[1],
+                           y[2], x[0], dt, x[1], x[2], b[1], c[0], dt, c[1], c[2], nb,
+                           self.compute, self.algo)
+        if status:  # (CuPy's wrapper raises itself and returns None)
+            raise RuntimeError(f"cuBLAS GemmStridedBatchedEx failed with status {status} "
+                               f"during CUDA-graph capture ({nb}x({m}x{k} @ {k}x{n})).")
 
 
 # (dtype, value) -> (array, its address): cuBLAS's alpha and beta live in host memory (its
@@ -158,3 +171,30 @@ def _host_scalar(dtype: Any, value: float) -> tuple[np.ndarray, int]:
         arr = np.full((), value, dtype)
         hit = _HOST_SCALARS[key] = (arr, arr.ctypes.data)
     return hit
+
+
+_LIB: list = []
+
+
+def _libcublas() -> Any:
+    """The cuBLAS library CuPy loaded, through ctypes (for calls during stream capture)."""
+    if not _LIB:
+        path = None
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                name = line.rsplit("/", 1)[-1].strip()
+                if name.startswith("libcublas.so"):
+                    path = line[line.index("/"):].strip()
+                    break
+        if path is None:
+            raise RuntimeError("functx: cuBLAS is not loaded in this process, so GEMMs cannot "
+                               "be captured into a CUDA graph.")
+        lib = ctypes.CDLL(path)
+        vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        lib.cublasSetStream_v2.argtypes = [vp, vp]
+        lib.cublasSetStream_v2.restype = i
+        f = lib.cublasGemmStridedBatchedEx
+        f.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, ll, vp, i, i, ll, vp, vp, i, i, ll, i, i, i]
+        f.restype = i
+        _LIB.append(lib)
+    return _LIB[0]

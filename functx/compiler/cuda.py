@@ -1,0 +1,359 @@
+"""The CUDA code generator: each fusion cluster becomes one CUDA C kernel (NVRTC via CuPy).
+
+The cluster's :class:`~functx.compiler.program.Program` (the same per-element program the
+CPU generator renders as Numba) is written as C with the renderer of
+:mod:`functx.compiler.c_expr`: float32 math in single precision (``sinf``, ``0.5f``),
+bfloat16 and float16 loaded into float32, computed there and rounded once when stored
+(``__float2bfloat16``, round to nearest even as ml_dtypes), so a fused chain of half-precision
+operations is at least as accurate as the same operations one at a time.
+
+Three kernel shapes, chosen from the cluster:
+
+* **elementwise** (no reduction): a grid-stride loop over the merged iteration space, one
+  element per thread and step; an elementwise chain over whole arrays is a flat loop that
+  reads ``in0[i]``;
+* **row reduction** (the last iteration axis is reduced: softmax/layer-norm statistics, a
+  full sum): a block of threads per kept element, each thread striding over the reduced
+  elements, then a tree in shared memory;
+* **column reduction** (the last axis is kept: a bias gradient, a sum over the batch): a
+  32 x 8 block per 32 kept elements, so loads stay coalesced, reduced over the 8 rows.
+
+Where the kept elements give too few blocks to fill the GPU, the reduced range is split into
+chunks that write partial accumulators, and a second small kernel folds them (no atomics:
+the result does not depend on scheduling). Accumulators have the reduction rule's dtype (a
+float32 sum accumulates in float64, as on the CPU).
+
+The source is specialised to the shapes (every size is a constant) and is its own cache
+key: CuPy keeps the compiled module in memory and on disk (``~/.cupy/kernel_cache``, or
+``CUPY_CACHE_DIR``), so a second process loads it instead of compiling.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+
+from functx.compiler.c_expr import C_TYPES, CEmitter, c_literal
+from functx.compiler.partition import Cluster
+from functx.compiler.program import LoopNest, Program
+from functx.registry.scalar import var
+
+__all__ = ["CudaKernel", "generate_cuda", "COMPUTE", "cuda_policy", "BLOCK", "FILL_BLOCKS"]
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+
+# storage dtype -> compute dtype: half precision is computed in float32
+COMPUTE = {F16: np.dtype(np.float32), BF16: np.dtype(np.float32)}
+
+# threads per block of the elementwise and row kernels
+BLOCK = 256
+# a reduction whose kept elements give fewer blocks than this splits its reduced range
+FILL_BLOCKS = 528  # 4 blocks on each of an H100's 132 SMs
+# the fewest reduced elements a chunk of a split reduction reads
+MIN_CHUNK = 2048
+# grid-stride loops launch at most this many blocks
+MAX_BLOCKS = 65536
+
+_LOAD = {F16: "__half2float({})", BF16: "__bfloat162float({})"}
+_STORE = {F16: "__float2half({})", BF16: "__float2bfloat16({})"}
+_STORAGE = {F16: "__half", BF16: "__nv_bfloat16"}
+
+
+# NVRTC compiles without the C library's headers: the constants the C renderer writes
+PRELUDE = ("#ifndef INFINITY", "#define INFINITY __int_as_float(0x7f800000)", "#endif",
+           "#ifndef NAN", "#define NAN __int_as_float(0x7fffffff)", "#endif")
+
+
+def cuda_policy(e: Any, expr: Any) -> bool:
+    """The CUDA generator's veto for :func:`~functx.compiler.partition.partition`: none
+    (every function of the vocabulary runs at memory speed on a GPU)."""
+    return True
+
+
+def _storage(dtype: np.dtype) -> str:
+    dtype = np.dtype(dtype)
+    return _STORAGE.get(dtype) or C_TYPES[dtype]
+
+
+def _loaded(dtype: np.dtype, text: str) -> str:
+    return _LOAD[dtype].format(text) if dtype in _LOAD else text
+
+
+def _stored(dtype: np.dtype, compute: np.dtype, text: str) -> str:
+    dtype = np.dtype(dtype)
+    if dtype in _STORE:
+        return _STORE[dtype].format(f"(float)({text})")
+    return text if dtype == compute else f"({C_TYPES[dtype]})({text})"
+
+
+def _offset(strides: list, idx: list) -> str:
+    terms = [f"{v} * {s}" if s != 1 else v for v, s in zip(idx, strides) if s != 0]
+    return " + ".join(terms) or "0"
+
+
+def _coords(sizes: list, flat: str, names: list, itype: str) -> list:
+    """C statements splitting the flat index ``flat`` over loops of ``sizes`` (the last
+    fastest) into ``names``."""
+    if not sizes:
+        return []
+    if len(sizes) == 1:
+        return [f"const {itype} {names[0]} = {flat};"]
+    out = [f"{itype} q_{names[0]} = {flat};"]
+    for k in range(len(sizes) - 1, 0, -1):
+        out.append(f"const {itype} {names[k]} = q_{names[0]} % {sizes[k]};")
+        out.append(f"q_{names[0]} /= {sizes[k]};")
+    out.append(f"const {itype} {names[0]} = q_{names[0]};")
+    return out
+
+
+class _Source:
+    """Shared pieces of one kernel's source: parameters, loads, the body, stores."""
+
+    def __init__(self, prog: Program, nest: LoopNest) -> None:
+        c = prog.cluster
+        self.prog, self.nest = prog, nest
+        total = max(int(np.prod(c.shape, dtype=np.int64)), 1)
+        self.itype = "long long" if total >= 2 ** 31 - 1 else "int"
+        self.outs = list(c.outputs)
+        self.params = [f"const {_storage(v.aval.dtype)}* __restrict__ in{i}"
+                       for i, v in enumerate(c.inputs)]
+        self.params += [f"{_storage(v.aval.dtype)}* __restrict__ out{i}"
+                        for i, v in enumerate(self.outs)]
+        self.includes = {"#include <cuda_fp16.h>" for v in [*c.inputs, *self.outs]
+                         if np.dtype(v.aval.dtype) == F16}
+        self.includes |= {"#include <cuda_bf16.h>" for v in [*c.inputs, *self.outs]
+                          if np.dtype(v.aval.dtype) == BF16}
+        self.em = CEmitter("t")
+
+    def loads(self, idx: list, only: Callable | None = None) -> list:
+        """Each load at loop indices ``idx`` (names or offsets per loop)."""
+        lines = []
+        for ld in self.prog.loads:
+            dt = np.dtype(ld.var.aval.dtype)
+            at = _offset(self.nest.stride(ld.name), idx)
+            lines.append(f"const {C_TYPES[self.prog.dtype(ld.var)]} {ld.name} = "
+                         f"{_loaded(dt, f'in{ld.input}[{at}]')};")
+        return lines
+
+    def stores(self, idx: list) -> list:
+        lines = []
+        at = _offset(self.nest.stride("store"), idx)
+        for v, expr in self.prog.stores:
+            name = self.em(expr)
+            k = self.outs.index(v)
+            lines.append(f"out{k}[{at}] = {_stored(v.aval.dtype, expr.dtype, name)};")
+        return lines
+
+    def header(self, name: str, extra: list = ()) -> list:
+        return [*sorted(self.includes), *PRELUDE, "", f'extern "C" __global__ void {name}(',
+                "    " + ",\n    ".join([*self.params, *extra]) + ") {"]
+
+
+def _elementwise(prog: Program, name: str) -> tuple[str, dict]:
+    nest = prog.loop_nest()
+    src = _Source(prog, nest)
+    it = src.itype
+    n = max(int(np.prod(nest.sizes, dtype=np.int64)), 1)
+    idx = [f"i{k}" for k in range(len(nest.sizes))]
+    body = _coords(nest.sizes, "i", idx, it) + src.loads(idx)
+    em = src.em
+    stores = src.stores(idx)
+    body += em.lines + stores
+    lines = src.header(name)
+    lines.append(f"  for ({it} i = ({it})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; "
+                 f"i += ({it})gridDim.x * blockDim.x) {{")
+    lines += ["    " + ln for ln in body] + ["  }", "}"]
+    blocks = min(max(math.ceil(n / BLOCK), 1), MAX_BLOCKS)
+    return "\n".join(lines) + "\n", {"kind": "elementwise", "grid": (blocks,),
+                                    "block": (BLOCK,)}
+
+
+def _reduction(prog: Program, name: str) -> tuple[str, dict]:
+    c = prog.cluster
+    red = tuple(c.reduce_axes or ())
+    row = (len(c.shape) - 1) in red
+    nest = prog.loop_nest()  # kept loops first, then the reduced ones
+    src = _Source(prog, nest)
+    it = src.itype
+    kn = nest.n_kept
+    K = max(int(np.prod(nest.sizes[:kn], dtype=np.int64)), 1)
+    R = max(int(np.prod(nest.sizes[kn:], dtype=np.int64)), 1)
+    kidx = [f"k{j}" for j in range(kn)]
+    ridx = [f"r{j}" for j in range(len(nest.sizes) - kn)]
+    blocks_k = K if row else math.ceil(K / 32)
+    chunks = 1
+    if blocks_k < FILL_BLOCKS and R > MIN_CHUNK:
+        chunks = max(1, min(math.ceil(R / MIN_CHUNK), math.ceil(FILL_BLOCKS / blocks_k), 65535))
+    ch = math.ceil(R / chunks)
+    chunks = math.ceil(R / ch)
+    threads = BLOCK if row else 8  # along the reduced range
+    if row:
+        threads = max(32, min(BLOCK, 1 << max(0, math.ceil(math.log2(max(ch, 1))))))
+    reds = prog.reductions
+    acc_t = [C_TYPES[r.acc] for r in reds]
+    parts = [f"{acc_t[j]}* __restrict__ part{j}" for j in range(len(reds))] if chunks > 1 else []
+    lines = src.header(name, parts)
+    for j, r in enumerate(reds):
+        shape = f"[{threads}]" if row else "[8][33]"
+        lines.append(f"  __shared__ {acc_t[j]} sh{j}{shape};")
+    if row:
+        lines.append(f"  const {it} k = blockIdx.x;")
+        tid, step = "threadIdx.x", threads
+    else:
+        lines.append(f"  const {it} k = ({it})blockIdx.x * 32 + threadIdx.x;")
+        tid, step = "threadIdx.y", 8
+    lines.append(f"  const {it} rlo = ({it})blockIdx.y * {ch};")
+    lines.append(f"  const {it} rhi = rlo + {ch} < {R} ? rlo + {ch} : {R};")
+    for j, r in enumerate(reds):
+        lines.append(f"  {acc_t[j]} acc{j} = {c_literal(r.identity(), r.acc)};")
+    inner = _coords(nest.sizes[kn:], "r", ridx, it) + src.loads(kidx + ridx)
+    em = src.em
+    elems = [em(r.element) for r in reds]
+    for j, r in enumerate(reds):
+        step_expr = r.rule.combine(var(f"acc{j}", r.acc), var(elems[j], r.acc))
+        em.lines.append(f"acc{j} = {em(step_expr)};")
+    stores = src.stores(kidx + ridx)
+    inner += em.lines + stores
+    guard = "" if row else f"if (k < {K}) "
+    lines.append(f"  {guard}{{")
+    lines += ["    " + ln for ln in _coords(nest.sizes[:kn], "k", kidx, it)]
+    lines.append(f"    for ({it} r = rlo + {tid}; r < rhi; r += {step}) {{")
+    lines += ["      " + ln for ln in inner] + ["    }", "  }"]
+    # the tree over the block
+    fold = CEmitter("f")
+    if row:
+        for j in range(len(reds)):
+            lines.append(f"  sh{j}[threadIdx.x] = acc{j};")
+        lines.append("  __syncthreads();")
+        lines.append(f"  for (int s = {threads // 2}; s > 0; s >>= 1) {{")
+        lines.append("    if (threadIdx.x < s) {")
+        for j, r in enumerate(reds):
+            e = r.rule.combine(var(f"sh{j}[threadIdx.x]", r.acc),
+                               var(f"sh{j}[threadIdx.x + s]", r.acc))
+            fold.lines = []
+            v = fold(e)
+            lines += ["      " + ln for ln in fold.lines] + [f"      sh{j}[threadIdx.x] = {v};"]
+        lines += ["    }", "    __syncthreads();", "  }", "  if (threadIdx.x == 0) {"]
+        res = [f"sh{j}[0]" for j in range(len(reds))]
+    else:
+        for j in range(len(reds)):
+            lines.append(f"  sh{j}[threadIdx.y][threadIdx.x] = acc{j};")
+        lines.append("  __syncthreads();")
+        lines.append("  for (int s = 4; s > 0; s >>= 1) {")
+        lines.append("    if (threadIdx.y < s) {")
+        for j, r in enumerate(reds):
+            e = r.rule.combine(var(f"sh{j}[threadIdx.y][threadIdx.x]", r.acc),
+                               var(f"sh{j}[threadIdx.y + s][threadIdx.x]", r.acc))
+            fold.lines = []
+            v = fold(e)
+            lines += ["      " + ln for ln in fold.lines]
+            lines.append(f"      sh{j}[threadIdx.y][threadIdx.x] = {v};")
+        lines += ["    }", "    __syncthreads();", "  }", f"  if (threadIdx.y == 0 && k < {K}) {{"]
+        res = [f"sh{j}[0][threadIdx.x]" for j in range(len(reds))]
+    for j, r in enumerate(reds):
+        if chunks > 1:
+            lines.append(f"    part{j}[({it})blockIdx.y * {K} + k] = {res[j]};")
+        else:
+            o = src.outs.index(r.var)
+            lines.append(f"    out{o}[k] = {_stored(r.var.aval.dtype, r.acc, res[j])};")
+    lines += ["  }", "}"]
+    grid = (K, chunks) if row else (math.ceil(K / 32), chunks)
+    block = (threads,) if row else (32, 8)
+    launch = {"kind": "reduction", "grid": grid, "block": block, "chunks": chunks, "K": K,
+              "parts": [(chunks * K, r.acc) for r in reds]}
+    source = "\n".join(lines) + "\n"
+    if chunks > 1:
+        source += "\n" + _finish(src, reds, name + "_finish", chunks, K, it)
+        launch["finish"] = (math.ceil(K / BLOCK), BLOCK)
+    return source, launch
+
+
+def _finish(src: _Source, reds: list, name: str, chunks: int, K: int, it: str) -> str:
+    """The kernel that folds the chunks' partial accumulators into the results."""
+    params = [f"const {C_TYPES[r.acc]}* __restrict__ part{j}" for j, r in enumerate(reds)]
+    outs = {src.outs.index(r.var) for r in reds}
+    params += [f"{_storage(v.aval.dtype)}* __restrict__ out{i}"
+               for i, v in enumerate(src.outs) if i in outs]
+    lines = [f'extern "C" __global__ void {name}(', "    " + ",\n    ".join(params) + ") {",
+             f"  const {it} k = ({it})blockIdx.x * blockDim.x + threadIdx.x;",
+             f"  if (k >= {K}) return;"]
+    em = CEmitter("g")
+    for j, r in enumerate(reds):
+        lines.append(f"  {C_TYPES[r.acc]} acc{j} = {c_literal(r.identity(), r.acc)};")
+        lines.append(f"  for (int c = 0; c < {chunks}; ++c) {{")
+        em.lines = []
+        v = em(r.rule.combine(var(f"acc{j}", r.acc), var(f"part{j}[c * {K} + k]", r.acc)))
+        lines += ["    " + ln for ln in em.lines] + [f"    acc{j} = {v};", "  }"]
+        o = src.outs.index(r.var)
+        lines.append(f"  out{o}[k] = {_stored(r.var.aval.dtype, r.acc, f'acc{j}')};")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def generate_cuda(c: Cluster, name: str) -> tuple[str, dict, list]:
+    """The CUDA C source of cluster ``c`` as a kernel ``name(in..., out...[, part...])`` of
+    contiguous arrays, its launch configuration, and the cluster's output variables in
+    argument order."""
+    prog = Program(c, COMPUTE)
+    if prog.reductions:
+        source, launch = _reduction(prog, name)
+    else:
+        source, launch = _elementwise(prog, name)
+    return source, launch, list(c.outputs)
+
+
+_LOCK = threading.Lock()
+
+
+class CudaKernel:
+    """One cluster compiled for CUDA: its source, launch configuration and the callable that
+    runs it on CuPy arrays (compiled with NVRTC on the first call, per device).
+
+    Calling it with the cluster's input arrays returns the list of its output arrays;
+    ``outs=`` gives preallocated contiguous outputs (memory planning)."""
+
+    def __init__(self, c: Cluster, index: int) -> None:
+        self.name = f"fused_{index}"
+        self.source, self.launch, self.outputs = generate_cuda(c, "kernel")
+        self.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.outputs]
+        self.cluster = c
+        self.parallel = True
+        reduced = {r.var for r in Program(c, COMPUTE).reductions}
+        self._reduced = [i for i, v in enumerate(self.outputs) if v in reduced]
+        self._fns: dict = {}
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def compile(self, device: int | None = None) -> tuple:
+        """The compiled kernel functions for ``device`` (default: the current one)."""
+        import cupy  # lazily: the CUDA backend is optional
+
+        dev = cupy.cuda.Device().id if device is None else device
+        got = self._fns.get(dev)
+        if got is None:
+            with _LOCK:
+                with cupy.cuda.Device(dev):
+                    mod = cupy.RawModule(code=self.source, options=("--std=c++17",))
+                    fin = mod.get_function("kernel_finish") if "finish" in self.launch else None
+                    got = self._fns[dev] = (mod.get_function("kernel"), fin)
+        return got
+
+    def __call__(self, *arrays: Any, outs: list | None = None) -> list:
+        import cupy
+
+        fn, fin = self._fns.get(cupy.cuda.Device().id) or self.compile()
+        ins = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]
+        if outs is None:
+            outs = [cupy.empty(shape, dtype) for shape, dtype in self.out_avals]
+        launch = self.launch
+        parts = [cupy.empty(n, dt) for n, dt in launch.get("parts", ())] \
+            if launch.get("chunks", 1) > 1 else []
+        fn(launch["grid"], launch["block"], (*ins, *outs, *parts))
+        if fin is not None:
+            blocks, threads = launch["finish"]
+            fin((blocks,), (threads,), (*parts, *[outs[i] for i in self._reduced]))
+        return outs

@@ -1,0 +1,111 @@
+"""Whole jit steps replayed as CUDA graphs: one launch instead of one per kernel.
+
+A jitted signature on CUDA runs its step list eagerly on its first call (that compiles the
+fused kernels and lets cuBLAS and CuPy set themselves up), captures it into a CUDA graph on
+its second call, and from then on replays the graph: the inputs are copied into the graph's
+own input buffers, the graph is launched on the current stream, and the outputs are copied
+out of the graph's buffers (so results never alias the next call's). A graph replays in a
+few microseconds of host time however many kernels it holds, which is what steps bound by
+host time (small models, loop bodies) need.
+
+Memory: everything the step allocates while it is captured comes from a memory pool of the
+graph's own (reused inside the step as it would be eagerly, never handed to other code), so
+a graph holds one step's working memory for as long as its signature is cached.
+
+What cannot be captured: CuPy's cuBLAS wrappers refuse stream capture, so while a step is
+captured (:data:`functx.backends._cuda.CAPTURING`) the GEMMs call cuBLAS directly; anything
+else that needs the host (reading a value, cuSOLVER's info, a ``while_loop`` predicate, a
+callback) makes the capture fail: the signature then runs eagerly from then on, with no
+warning (the result is the same, only slower). ``FUNCTX_CUDA_GRAPHS=0`` (read at import) or
+:func:`set_cuda_graphs` turns graphs off.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from functx.backends._cuda import CAPTURING
+
+__all__ = ["CudaGraph", "set_cuda_graphs", "cuda_graphs_enabled", "STATS"]
+
+# how many steps were captured, and how many could not be (for tests and benchmarks)
+STATS = {"captured": 0, "failed": 0}
+
+_STATE = {"on": os.environ.get("FUNCTX_CUDA_GRAPHS", "1").strip() not in ("0", "false", "off")}
+
+
+def set_cuda_graphs(on: bool) -> bool:
+    """Whether jit replays CUDA steps as graphs from now on (for signatures traced after
+    the call); returns the previous setting."""
+    old, _STATE["on"] = _STATE["on"], bool(on)
+    return old
+
+
+def cuda_graphs_enabled() -> bool:
+    """The current setting of :func:`set_cuda_graphs`."""
+    return _STATE["on"]
+
+
+class CudaGraph:
+    """Runs ``step(inputs) -> outputs`` (CuPy arrays) eagerly once, then as a CUDA graph.
+
+    ``failed`` is set when capture was impossible; the caller then runs the step itself.
+    """
+
+    __slots__ = ("step", "calls", "failed", "graph", "ins", "outs", "pool", "device")
+
+    def __init__(self, step: Callable[[list], list]) -> None:
+        self.step = step
+        self.calls = 0
+        self.failed = False
+        self.graph = self.ins = self.outs = self.pool = None
+        self.device = None
+
+    def __call__(self, inputs: list) -> list:
+        import cupy
+
+        self.calls += 1
+        if self.graph is None:
+            if self.calls == 1:
+                return self.step(inputs)
+            if not self._capture(cupy, inputs):
+                self.failed = True
+                STATS["failed"] += 1
+                return self.step(inputs)
+            STATS["captured"] += 1
+        if cupy.cuda.Device().id != self.device:
+            return self.step(inputs)
+        for dst, src in zip(self.ins, inputs):
+            if dst is not None:
+                dst[...] = src
+        self.graph.launch()
+        return [o.copy() for o in self.outs]
+
+    def _capture(self, cupy: Any, inputs: list) -> bool:
+        pool = cupy.cuda.MemoryPool()
+        stream = cupy.cuda.Stream(non_blocking=True)
+        current = cupy.cuda.get_current_stream()
+        with cupy.cuda.using_allocator(pool.malloc):
+            ins = [cupy.empty_like(x) if isinstance(x, cupy.ndarray) else None for x in inputs]
+        for dst, src in zip(ins, inputs):
+            if dst is not None:
+                dst[...] = src
+        stream.wait_event(current.record())
+        graph = None
+        try:
+            with cupy.cuda.using_allocator(pool.malloc), stream:
+                CAPTURING[0] = True
+                stream.begin_capture()
+                try:
+                    outs = self.step([d if d is not None else x for d, x in zip(ins, inputs)])
+                finally:
+                    CAPTURING[0] = False
+                    graph = stream.end_capture()
+        except Exception:  # something in the step cannot be captured: run it eagerly
+            return False
+        if any(not isinstance(o, cupy.ndarray) for o in outs):
+            return False
+        current.wait_event(stream.record())
+        self.graph, self.ins, self.outs, self.pool = graph, ins, list(outs), pool
+        self.device = cupy.cuda.Device().id
+        return True

@@ -1,0 +1,248 @@
+"""The CUDA code generator (functx.compiler.cuda) on a GPU: generated kernels against eager
+functx on the CPU. Random elementwise/reduction programs (hypothesis), every reduction layout
+(row, column, split into chunks, several axes), bfloat16 and float16 chains against the
+CPU's ml_dtypes results, and jit with fusion on over a sample of the spec table (each
+function, its VJP, JVP and vmap). The source-level checks (what is generated for which
+cluster) run on the CPU in every CI run; the rest skips without a GPU.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import functx as fx
+import functx.compiler as compiler
+import functx.numpy as fnp
+from functx.compiler import cuda as gen
+from functx.compiler.lowering import fuse
+from functx.primitives import reduction as red
+
+from tests.test_cuda import IS_CUDA, assert_matches, to_dev
+from tests.test_compiler import build, programs
+
+needs_gpu = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
+# a kernel that fails to compile makes jit warn and run unfused: here that is a failure
+pytestmark = pytest.mark.filterwarnings("error:functx.jit:UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def compiler_on():
+    old = compiler.set_jit_compiler("numba")
+    yield
+    compiler.set_jit_compiler(old)
+
+
+def kernels_for(f: Any, *xs: Any) -> list:
+    return fuse(fx.make_trace(f)(*xs), "cuda")[1]
+
+
+# -- source level (CPU) ----------------------------------------------------------------------
+
+def test_elementwise_chain_is_one_flat_kernel_in_single_precision() -> None:
+    x = np.ones((64, 32), np.float32)
+    f = lambda a, b: fnp.tanh(fnp.sin(a) * b + 1.0)  # noqa: E731
+    ks = kernels_for(f, x, x)
+    assert len(ks) == 1
+    src = ks[0].source
+    assert 'extern "C" __global__ void kernel(' in src
+    assert "sinf(" in src and "tanhf(" in src and "double" not in src
+    assert "in0[i0]" in src and "out0[i0]" in src and " % " not in src  # one flat loop
+    assert ks[0].launch["kind"] == "elementwise"
+    src = kernels_for(f, x, x[:1])[0].source  # a broadcast row: read at the column index
+    assert "in1[i1]" in src and "in0[i0 * 32 + i1]" in src
+
+
+def test_reduction_layouts_are_chosen_from_the_reduced_axes() -> None:
+    x = np.ones((64, 4096), np.float32)
+    row = kernels_for(lambda a: red.reduce_sum(fnp.exp(a) * 2.0, (1,)), x)[0]
+    col = kernels_for(lambda a: red.reduce_sum(fnp.exp(a) * 2.0, (0,)), x)[0]
+    full = kernels_for(lambda a: red.reduce_max(fnp.exp(a) * 2.0, (0, 1)), x)[0]
+    assert row.launch["block"] == (gen.BLOCK,) and row.launch["grid"][0] == 64
+    assert col.launch["block"] == (32, 8) and col.launch["grid"][0] == 4096 // 32
+    assert full.launch["chunks"] > 1 and "kernel_finish" in full.source
+    assert "double acc0" in row.source  # float32 sums accumulate in float64
+
+
+def test_half_precision_loads_and_stores_round_once() -> None:
+    x = np.ones(1000, ml_dtypes.bfloat16)
+    k = kernels_for(lambda a: fnp.tanh(a * a) + a, x)[0]
+    assert "__bfloat162float(in0[i0])" in k.source and "__float2bfloat16(" in k.source
+    assert "#include <cuda_bf16.h>" in k.source and "tanhf(" in k.source
+
+
+def test_lowered_text_names_the_target() -> None:
+    low = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0).lower(np.ones(8, np.float32))
+    assert "target: cpu" in low.as_text()
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+@needs_gpu
+@settings(max_examples=25, deadline=None)
+@given(programs())
+def test_random_programs_on_cuda_agree_with_the_cpu(program: tuple) -> None:
+    dtype, in_shapes, steps, reduce, axes, seed = program
+    rng = np.random.default_rng(seed)
+    xs = [rng.uniform(-2, 2, s).astype(dtype) for s in in_shapes]
+    f = build(steps, reduce, axes)
+    with np.errstate(all="ignore"):
+        want = f(*xs)
+        got = fx.jit(f)(*to_dev(xs))
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    assert_matches(got, want, "fused on CUDA", tol, tol)
+
+
+LAYOUTS = [((4096, 300), (1,)), ((300, 4096), (0,)), ((1 << 20,), (0,)), ((3, 5, 7), (0, 2)),
+           ((64, 1, 33), (2,)), ((2, 40000), (0, 1)), ((5, 3000, 2), (1,)), ((7, 9), (0,))]
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape,axes", LAYOUTS, ids=[f"{s}-{a}" for s, a in LAYOUTS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_reduction_layout(shape: tuple, axes: tuple, dtype: Any) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+    x.flat[3] = np.nan if shape == (7, 9) else x.flat[3]  # NaN propagates through max
+
+    def f(a):
+        e = fnp.tanh(a) * 1.5 + a
+        return red.reduce_sum(e * e, axes), red.reduce_max(e, axes), e * 2.0
+
+    assert len(fx.jit(f).lower(to_dev(x)).kernels) >= 1
+    with np.errstate(all="ignore"):
+        want = f(x)
+        got = fx.jit(f)(to_dev(x))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert_matches(got, want, f"reductions over {axes} of {shape}", tol, tol)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16])
+def test_half_precision_chains_match_the_cpu_within_rounding(dtype: Any) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-2, 2, (256, 128)).astype(dtype)
+    b = rng.uniform(-1, 1, (128,)).astype(dtype)
+
+    def f(a, c):
+        h = fnp.tanh(a * c + 0.5) * a
+        return h, red.reduce_sum(h, (1,)), red.reduce_max(h, (0,))
+
+    want = f(x, b)
+    got = fx.jit(f)(*to_dev((x, b)))
+    assert [str(np.dtype(g.dtype)) for g in got] == [np.dtype(dtype).name] * 3
+    # the CPU rounds after every operation, the fused kernel once: a few half-precision ulps
+    eps = float(np.finfo(dtype).eps)
+    for g, w in zip(got, want):
+        g = np.asarray(g.get(), np.float32)
+        w = np.asarray(w, np.float32)
+        np.testing.assert_allclose(g, w, rtol=8 * eps, atol=8 * eps * (1 + np.abs(w).max()))
+
+
+@needs_gpu
+def test_grad_of_an_mlp_step_is_fused_and_matches_the_cpu() -> None:
+    rng = np.random.default_rng(2)
+    W1, W2 = rng.standard_normal((16, 32)) * 0.3, rng.standard_normal((32, 4)) * 0.3
+    X, Y = rng.standard_normal((8, 16)), rng.standard_normal((8, 4))
+
+    def loss(p, x, y):
+        h = fnp.tanh(x @ p[0])
+        return fnp.mean((h @ p[1] - y) ** 2) + 1e-3 * fnp.sum(p[0] ** 2)
+
+    step = fx.jit(fx.value_and_grad(loss))
+    args = to_dev(([W1, W2], X, Y))
+    assert len(step.lower(*args).kernels) >= 2
+    assert_matches(step(*args), fx.value_and_grad(loss)([W1, W2], X, Y), "MLP step", 1e-11,
+                   1e-12)
+
+
+# -- jit with fusion over the spec table, on CUDA ----------------------------------------------
+
+from tests.test_compiler import TABLE  # noqa: E402
+from tests.test_primitive_rules import Call, cotangent_like, draw_rng  # noqa: E402
+from tests.test_primitive_transforms import tangents_for  # noqa: E402
+
+
+@needs_gpu
+@pytest.mark.parametrize("spec", TABLE, ids=[s.id for s in TABLE])
+@settings(max_examples=2, deadline=None)
+@given(data=st.data())
+def test_jit_with_fusion_on_cuda_matches_cpu_eager(spec: Any, data: Any) -> None:
+    call = Call(spec, data.draw(spec.args, label="args"))
+    rng = draw_rng(data)
+    args = call.dyn_args
+    rtol, atol = max(spec.rtol, 1e-11), max(spec.atol, 1e-11)
+    with np.errstate(all="ignore"):
+        assert_matches(fx.jit(call.fn)(*to_dev(args)), call.fn(*args), f"{spec.id}: jit",
+                       rtol, atol)
+        if not call.diff:
+            return
+        u = cotangent_like(call.fn(*args), rng)
+
+        def pull(u: Any, *xs: Any) -> Any:
+            cts = fx.vjp(call.fn, *xs)[1](u)
+            return tuple(cts[i] for i in call.diff)
+
+        assert_matches(fx.jit(pull)(*to_dev((u, *args))), pull(u, *args),
+                       f"{spec.id}: jit(vjp)", rtol, atol)
+        _, tangents = tangents_for(call, rng)
+
+        def push(ts: Any, *xs: Any) -> Any:
+            return fx.jvp(call.fn, xs, ts)[1]
+
+        assert_matches(fx.jit(push)(*to_dev((tangents, *args))), push(tangents, *args),
+                       f"{spec.id}: jit(jvp)", rtol, atol)
+
+
+# -- CUDA graphs ---------------------------------------------------------------------------------
+
+from functx.compiler import cuda_graph  # noqa: E402
+
+
+@needs_gpu
+def test_a_jitted_step_with_gemms_replays_as_a_graph_without_aliasing() -> None:
+    rng = np.random.default_rng(3)
+    W = [rng.standard_normal((32, 64)).astype(np.float32) * 0.2,
+         rng.standard_normal((64, 8)).astype(np.float32) * 0.2]
+    xs = [rng.standard_normal((16, 32)).astype(np.float32) for _ in range(4)]
+
+    def loss(p, x):
+        return fnp.sum(fnp.tanh(fnp.tanh(x @ p[0]) @ p[1]) ** 2)
+
+    step = fx.jit(fx.grad(loss))
+    before = dict(cuda_graph.STATS)
+    got = [step(to_dev(W), to_dev(x)) for x in xs]  # eager, capture, replay, replay
+    assert cuda_graph.STATS["captured"] == before["captured"] + 1
+    assert cuda_graph.STATS["failed"] == before["failed"]
+    for g, x in zip(got, xs):  # earlier results are not overwritten by later replays
+        assert_matches(g, fx.grad(loss)(W, x), "graph replay", 1e-5, 1e-5)
+
+
+@needs_gpu
+def test_a_step_that_reads_the_host_runs_eagerly() -> None:
+    def f(x):
+        y = fx.pure_callback(lambda a: np.asarray(a) * 2, fx.ShapeDtype(x.shape, x.dtype), x)
+        return fnp.sin(y) + 1.0
+
+    g = fx.jit(f)
+    x = np.linspace(0, 1, 16)
+    for _ in range(3):
+        assert_matches(g(to_dev(x)), np.sin(2 * x) + 1.0, "uncapturable step", 1e-12, 1e-12)
+
+
+@needs_gpu
+def test_graphs_can_be_turned_off() -> None:
+    old = cuda_graph.set_cuda_graphs(False)
+    try:
+        before = dict(cuda_graph.STATS)
+        f = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0)
+        x = to_dev(np.ones(8))
+        for _ in range(3):
+            f(x)
+        assert cuda_graph.STATS == before
+    finally:
+        cuda_graph.set_cuda_graphs(old)
