@@ -571,9 +571,8 @@ def peak_memory(system: str, step: Callable, ctx: Context, row: str) -> str:
     if system == "jax jit":
         if ctx.jax_first_workload != row:
             return "n/a (JAX reports a peak per process: only its first workload's is known)"
-        out = step()
+        step()
         stats = jax_device(ctx.peers["jax"], ctx.device).memory_stats() or {}
-        del out
         if "peak_bytes_in_use" in stats:
             return (f"{stats['peak_bytes_in_use'] / mib:.0f} MiB peak since JAX started "
                     "(this is JAX's first workload)")
@@ -731,7 +730,7 @@ def compile_table(first_calls: dict, second: dict | None) -> list[str]:
         mark = "**" if name in COMPILE_WORKLOADS and row.endswith("float32") else ""
         lines.append(f"| {mark}{row}{mark} | {'—' if fj is None else f'{fj:.3g}'} | {s_text} "
                      f"| {'—' if jx is None else f'{jx:.3g}'} | {_ratio(fj, jx)} |")
-    lines += ["", f"(**bold**: the issue's compile-time rows; each workload's first call may "
+    lines += ["", "(**bold**: the issue's compile-time rows; each workload's first call may "
               "find kernels that earlier workloads of this process compiled.)"]
     return lines
 
