@@ -103,7 +103,7 @@ import functx.nn as fnn  # noqa: E402
 import functx.numpy as fnp  # noqa: E402
 from functx.backends import get_backend  # noqa: E402
 
-from _harness import (environment_report, git_commit, log, markdown_table,  # noqa: E402
+from _harness import (CpuMeter, environment_report, git_commit, log, markdown_table,  # noqa: E402
                       measure, relative_error)
 from bench_jit_cpu import ew24_fn  # noqa: E402  (the CPU compiler's 24-op chain)
 
@@ -858,6 +858,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     first_calls: dict[str, dict] = {}
     t_start = time.perf_counter()
+    meter = CpuMeter()
     for name, dtype in rows:
         try:
             report += [run(name, dtype, dims[name], ctx, args.repeats, args.warmup, results,
@@ -872,6 +873,8 @@ def main(argv: list[str] | None = None) -> int:
         second = second_process(todo, args.small) if todo else {}
     report += summary(results) + [""] + compile_table(first_calls, second)
     report += ["", f"- whole run: {time.perf_counter() - t_start:.0f} s"]
+    if args.device == "cpu":
+        report.append(meter.report())
     print("\n".join(report))
     return 0
 
