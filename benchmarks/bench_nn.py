@@ -21,6 +21,14 @@ With ``--device cuda`` the inputs live on the GPU (``fx.device_put``; PyTorch te
 7. ``conv2d``: ``conv2d`` of a batch of 64 images, 64 -> 128 channels, 56 x 56, 3 x 3 kernel,
    padding 1 (PyTorch uses cuDNN); gradients with respect to input and weight.
 
+``--dtype float32,float16,bfloat16`` repeats the two attention workloads in those dtypes
+(functx's inputs as NumPy/ml_dtypes arrays of that dtype on the device, PyTorch's tensors
+of that dtype); on CUDA, PyTorch's SDPA picks its flash kernel for float16/bfloat16, and
+``torch flash`` forces it (``torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)``).
+The other workloads run in float32 only. Issue 20's targets for attention on the GPU:
+``functx jit`` within 1.3x of SDPA in float32, and within 1.5x of PyTorch's flash attention
+in float16/bfloat16 (printed under each attention table).
+
 TF32 is off everywhere (``NVIDIA_TF32_OVERRIDE=0``, ``CUPY_TF32=0``, PyTorch's
 ``allow_tf32`` flags off). Every step waits for the device before the clock is read. Before
 timing, every system's gradients are compared with PyTorch's (largest relative error);
@@ -40,6 +48,8 @@ Usage::
     python benchmarks/bench_nn.py                  # CPU
     python benchmarks/bench_nn.py --device cuda    # GPU (everything, one command)
     python benchmarks/bench_nn.py --only attention,layer_norm --repeats 50
+    python benchmarks/bench_nn.py --device cuda --only attention,attention_big \
+        --dtype float32,float16,bfloat16                  # issue 20's attention rows
 """
 from __future__ import annotations
 
@@ -74,6 +84,10 @@ from _harness import (CpuMeter, Timing, environment_report, log, markdown_table,
 
 TARGET = 2.0  # on the GPU: functx at most 2x PyTorch eager
 TOLERANCE = 1e-4  # float32 gradients' largest relative difference from PyTorch's
+HALF_TOLERANCE = 3e-2  # the same for float16 and bfloat16 (a few of their roundings)
+# Issue 20 on the GPU: functx jit ÷ PyTorch SDPA at most this, per dtype.
+JIT_ATTENTION_TARGET = {"float32": 1.3, "float16": 1.5, "bfloat16": 1.5}
+ATTENTION_WORKLOADS = ("attention", "attention_big")
 
 
 # ------------------------------------------------------------------------------------------
@@ -98,7 +112,10 @@ class Device:
             self._fx_sync()
 
     def t(self, x: np.ndarray, grad: bool = False) -> Any:
-        """A PyTorch tensor on this device (a copy of ``x``)."""
+        """A PyTorch tensor on this device (a copy of ``x``; bfloat16 from ml_dtypes too)."""
+        if x.dtype.name == "bfloat16":  # PyTorch does not read ml_dtypes arrays
+            t = self.torch.tensor(x.astype(np.float32), device=self.name)
+            return t.to(self.torch.bfloat16).requires_grad_(grad)
         return self.torch.tensor(x, device=self.name, requires_grad=grad)
 
     def t_sync(self) -> None:
@@ -111,7 +128,7 @@ def host(out: Any) -> list[np.ndarray]:
     if isinstance(out, (list, tuple)):
         return [a for e in out for a in host(e)]
     if hasattr(out, "detach"):
-        return [out.detach().cpu().numpy()]
+        return [out.detach().float().cpu().numpy()]
     return [np.asarray(fx.to_numpy(out))]
 
 
@@ -163,10 +180,13 @@ def torch_grad_step(dev: Device, f: Callable, args: tuple, ct: Any = None) -> Ca
     return step
 
 
-def attention(dev: Device, shape: tuple[int, int, int, int]) -> dict[str, Callable]:
+def attention(dev: Device, shape: tuple[int, int, int, int], dtype: str = "float32"
+              ) -> dict[str, Callable]:
     B, H, L, D = shape
     rng = np.random.default_rng(0)
-    q, k, v, ct = (rng.standard_normal((B, H, L, D)).astype(np.float32) for _ in range(4))
+    dt = np_dtype(dtype)
+    q, k, v, ct = (rng.standard_normal((B, H, L, D)).astype(np.float32).astype(dt)
+                   for _ in range(4))
     args = tuple(dev.fx(a) for a in (q, k, v))
     ct_fx = dev.fx(ct)
     steps = fx_steps(dev, lambda q, k, v: fnn.scaled_dot_product_attention(
@@ -187,7 +207,24 @@ def attention(dev: Device, shape: tuple[int, int, int, int]) -> dict[str, Callab
             dev, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
             targs, ct_t)
         steps["torch (math)"] = torch_grad_step(dev, math_attention, targs, ct_t)
+        if dev.cuda and dtype != "float32":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            def flash(q: Any, k: Any, v: Any) -> Any:
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+            steps["torch flash"] = torch_grad_step(dev, flash, targs, ct_t)
     return steps
+
+
+def np_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of ``name`` (bfloat16 from ml_dtypes)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 def layer_norm(dev: Device) -> dict[str, Callable]:
@@ -275,10 +312,12 @@ def conv2d(dev: Device) -> dict[str, Callable]:
 WORKLOADS: dict[str, tuple[str, Callable, str, tuple[str, ...]]] = {
     "attention": ("scaled_dot_product_attention forward + backward (batch 4, 8 heads, "
                   "seq 256, head dim 64, causal)",
-                  lambda dev: attention(dev, (4, 8, 256, 64)), "torch sdpa", ("cpu", "cuda")),
+                  lambda dev, dt="float32": attention(dev, (4, 8, 256, 64), dt), "torch sdpa",
+                  ("cpu", "cuda")),
     "attention_big": ("scaled_dot_product_attention forward + backward (batch 8, 12 heads, "
                       "seq 512, head dim 64, causal)",
-                      lambda dev: attention(dev, (8, 12, 512, 64)), "torch sdpa", ("cuda",)),
+                      lambda dev, dt="float32": attention(dev, (8, 12, 512, 64), dt),
+                      "torch sdpa", ("cuda",)),
     "layer_norm": ("layer_norm forward + backward (4096 x 1024, weight and bias)",
                    layer_norm, "torch", ("cpu", "cuda")),
     "softmax": ("softmax forward + backward (4096 x 1000, last axis)", softmax, "torch",
@@ -296,7 +335,8 @@ WORKLOADS: dict[str, tuple[str, Callable, str, tuple[str, ...]]] = {
 # Checking, timing, memory
 
 
-def check(steps: dict[str, Callable], reference: str) -> dict[str, str]:
+def check(steps: dict[str, Callable], reference: str, tolerance: float = TOLERANCE
+          ) -> dict[str, str]:
     """Runs every step once; a note per system: its error against ``reference``, or why it
     failed (failed systems are removed from ``steps``)."""
     notes: dict[str, str] = {}
@@ -321,7 +361,7 @@ def check(steps: dict[str, Callable], reference: str) -> dict[str, str]:
             continue
         err = max(relative_error(g, w) for g, w in zip(got, want))
         notes[name] = (f"grad rel. error vs {reference} {err:.1e}"
-                       + ("" if err <= TOLERANCE else " MISMATCH"))
+                       + ("" if err <= tolerance else " MISMATCH"))
     return notes
 
 
@@ -358,17 +398,18 @@ def peak_memory(dev: Device, name: str, step: Callable) -> str | None:
     return f"{(peak - before) / mib:.1f} MiB above the {before / mib:.1f} MiB in use before"
 
 
-def run(name: str, dev: Device, repeats: int, warmup: int, memory: bool) -> list[str]:
+def run(name: str, dev: Device, repeats: int, warmup: int, memory: bool,
+        dtype: str = "float32") -> list[str]:
     title, build, reference, _ = WORKLOADS[name]
-    log(f"== {name}")
-    lines = [f"#### {title}", ""]
+    log(f"== {name} {dtype}")
+    lines = [f"#### {title}" + ("" if dtype == "float32" else f", {dtype}"), ""]
     try:
-        steps = build(dev)
+        steps = build(dev, dtype) if name in ATTENTION_WORKLOADS else build(dev)
     except Exception as e:
         log(traceback.format_exc())
         return lines + [f"Skipped: building the workload failed ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:200] if str(e) else ''}).", ""]
-    notes = check(steps, reference)
+    notes = check(steps, reference, TOLERANCE if dtype == "float32" else HALF_TOLERANCE)
     failed = [f"- {s}: {n}" for s, n in notes.items() if s not in steps]
     if not steps:
         return lines + ["Skipped: every system failed.", *failed, ""]
@@ -401,6 +442,16 @@ def run(name: str, dev: Device, repeats: int, warmup: int, memory: bool) -> list
             met = by_name["functx"] / by_name[reference] <= TARGET
             target = f" (target on the GPU: functx <= {TARGET:.1f}x: {'met' if met else 'MISSED'})"
         lines += ["", "; ".join(ratios) + target]
+    if name in ATTENTION_WORKLOADS and reference in by_name:
+        limit = JIT_ATTENTION_TARGET[dtype]
+        peer = "torch flash" if "torch flash" in by_name else reference
+        if "functx jit" in by_name:
+            r = by_name["functx jit"] / by_name[peer]
+            verdict = ("met" if r <= limit else "MISSED") if dev.cuda else "GPU only"
+            lines += ["", f"Issue 20 ({dtype}): functx jit ÷ {peer} = {r:.2f} (target on the "
+                          f"GPU <= {limit}: {verdict})"]
+        else:
+            lines += ["", f"Issue 20 ({dtype}): functx jit did not run"]
     return lines + [""]
 
 
@@ -453,7 +504,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 repeats, 1 warm-up (a smoke "
                         "test; not for reporting)")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
+    parser.add_argument("--dtype", default="float32",
+                        help="comma-separated dtypes of the attention workloads (float32, "
+                             "float16, bfloat16); the other workloads run in float32 only")
     args = parser.parse_args(argv)
+    dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()]
+    if any(d not in JIT_ATTENTION_TARGET for d in dtypes):
+        log(f"Unknown dtype(s) in {dtypes}; choose from {list(JIT_ATTENTION_TARGET)}.")
+        return 2
     repeats, warmup = (5, 1) if args.quick else (args.repeats, args.warmup)
     if args.device == "cuda" and "cuda" not in fx.backends():
         log(f"No CUDA backend in functx ({cuda_status()}): nothing to run on the GPU.")
@@ -469,7 +527,9 @@ def main(argv: list[str] | None = None) -> int:
         log(why)
     dev = Device(args.device, torch)
     meter = CpuMeter()
-    report = [f"### functx.nn vs PyTorch eager ({args.device.upper()}, float32)", "",
+    report = [f"### functx.nn vs PyTorch eager ({args.device.upper()}, float32"
+              + ("" if dtypes == ["float32"] else f"; attention in {', '.join(dtypes)}")
+              + ")", "",
               environment_report({"torch": torch} if torch is not None else {}, ROOT)]
     if dev.cuda:
         report += gpu_report(torch)
@@ -480,12 +540,15 @@ def main(argv: list[str] | None = None) -> int:
                + ("; each step waits for the GPU" if dev.cuda else ""), ""]
     if why:
         report += [f"Note: {why}.", ""]
-    for name in names:
+    runs = [(n, d) for n in names
+            for d in (dtypes if n in ATTENTION_WORKLOADS else ["float32"])]
+    for name, dtype in runs:
         try:
-            report += run(name, dev, repeats, warmup, not args.no_memory)
+            report += run(name, dev, repeats, warmup, not args.no_memory, dtype)
         except Exception as e:  # keep going: the other workloads still get measured
             log(traceback.format_exc())
-            report += [f"#### {WORKLOADS[name][0]}", "", f"failed: {type(e).__name__}: {e}", ""]
+            report += [f"#### {WORKLOADS[name][0]}, {dtype}", "",
+                       f"failed: {type(e).__name__}: {e}", ""]
     if not dev.cuda:
         report.append(meter.report())
     report.append("(`functx ÷ system` above 1 means functx is slower than that system.)")
