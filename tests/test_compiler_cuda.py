@@ -136,7 +136,7 @@ def test_half_precision_chains_match_the_cpu_within_rounding(dtype: Any) -> None
     got = fx.jit(f)(*to_dev((x, b)))
     assert [str(np.dtype(g.dtype)) for g in got] == [np.dtype(dtype).name] * 3
     # the CPU rounds after every operation, the fused kernel once: a few half-precision ulps
-    eps = float(np.finfo(dtype).eps)
+    eps = float(ml_dtypes.finfo(dtype).eps)
     for g, w in zip(got, want):
         g = np.asarray(g.get(), np.float32)
         w = np.asarray(w, np.float32)
