@@ -7,6 +7,7 @@ so code that never asks for it pays nothing.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,9 @@ from functx.backends import Backend
 # CuPy routines refuse stream capture (every cuBLAS call through CuPy) take a capturable
 # path instead (functx.primitives.cuda.linalg's GEMMs call cuBLAS directly).
 CAPTURING = [False]
+# The captured CUDA graphs (each holds its step's working memory in its own ``pool`` for as
+# long as it lives): memory_stats counts those bytes as in use.
+GRAPH_POOLS: "weakref.WeakSet" = weakref.WeakSet()
 
 
 class _PeakTracker:
@@ -51,11 +55,13 @@ def make_backend(cupy: Any, count: int) -> Any:
     def memory_stats() -> dict:
         free, total = runtime.memGetInfo()
         dev = runtime.getDevice()
+        graphs = sum(int(g.pool.total_bytes()) for g in list(GRAPH_POOLS))
+        peak = tracker[0].peak.get(dev) if tracker else None
         return {
-            "bytes_in_use": int(pool.used_bytes()),
-            "bytes_reserved": int(pool.total_bytes()),
-            "peak_bytes_reserved": int(pool.total_bytes()),
-            "peak_bytes_in_use": tracker[0].peak.get(dev) if tracker else None,
+            "bytes_in_use": int(pool.used_bytes()) + graphs,
+            "bytes_reserved": int(pool.total_bytes()) + graphs,
+            "peak_bytes_reserved": int(pool.total_bytes()) + graphs,
+            "peak_bytes_in_use": None if peak is None else peak + graphs,
             "device_free_bytes": int(free),
             "device_total_bytes": int(total),
         }
