@@ -312,8 +312,9 @@ def test_every_scalar_rule_renders_as_c_in_single_precision() -> None:
     from functx.registry import REGISTRY
     from functx.registry.scalar import var
     params = {"integer_pow": {"y": 3}, "round": {"rounding_method": "half_to_even"},
-              "convert_element_type": {"new_dtype": np.dtype(np.float32)}}
-    n_ins = {"select": 3, "clamp": 3}
+              "convert_element_type": {"new_dtype": np.dtype(np.float32)},
+              "gelu": {"approximate": "none"}, "gelu_grad": {"approximate": "tanh"}}
+    n_ins = {"select": 3, "clamp": 3, "gelu_grad": 2}
     rendered = 0
     for p in REGISTRY:
         rule = p.scalar

@@ -63,7 +63,9 @@ from functx.primitives._util import (
     shape_of,
 )
 from functx.primitives.cuda import fused as _cuda
+from functx.primitives.elementwise._common import scalar_float
 from functx.registry import Primitive
+from functx.registry.scalar import call, where
 from functx.tracing import bind
 
 __all__ = ["layer_norm", "layer_norm_grad", "softmax", "log_softmax", "gelu", "gelu_grad",
@@ -580,6 +582,27 @@ gelu_grad_p.def_impl(_gelu_grad_impl)
 gelu_grad_p.def_impl(_cuda.gelu_grad, backend="cuda")
 
 
+# compiler rules (functx.registry.scalar): the implementations' formulas, element by element
+def _gelu_scalar(x: Any, *, approximate: str) -> Any:
+    if approximate == "tanh":
+        return 0.5 * x * (1 + call("tanh", GELU_C * (x + GELU_A * (x * x * x))))
+    return 0.5 * x * (1 + call("erf", x * _INV_SQRT2))
+
+
+def _gelu_grad_scalar(x: Any, g: Any, *, approximate: str) -> Any:
+    if approximate == "tanh":
+        t = call("tanh", GELU_C * (x + GELU_A * (x * x * x)))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (GELU_C * (1 + 3 * GELU_A * (x * x)))
+    else:
+        d = (0.5 * (1 + call("erf", x * _INV_SQRT2))
+             + x * call("exp", -0.5 * (x * x)) * _INV_SQRT_2PI)
+    return g * d
+
+
+gelu_p.def_scalar(scalar_float(_gelu_scalar))
+gelu_grad_p.def_scalar(scalar_float(_gelu_grad_scalar))
+
+
 @gelu_grad_p.def_vjp(save_inputs=(0, 1), selective=True)
 def _gelu_grad_vjp(ct, ins, out, *, approximate, needs):
     x, g = ins
@@ -646,6 +669,7 @@ relu_p.def_vjp(lambda ct, ins, out: (_ew.mul(ct, _relu_mask(out)),), save_output
 relu_p.def_jvp(lambda tangents, primals, out: None if tangents[0] is None
                else _ew.mul(tangents[0], _relu_mask(out)))
 relu_p.def_batch(unary_batch(relu_p))
+relu_p.def_scalar(scalar_float(lambda x: where((x > 0) | x.ne(x), x, 0)))
 
 
 def relu(x: Any) -> Any:
