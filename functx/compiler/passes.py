@@ -90,6 +90,8 @@ def cse(trace: Trace) -> Trace:
 
 
 def _host_value(v: Any) -> Any:
+    if isinstance(v, (bool, int, float, complex)):
+        return np.asarray(v)
     return v if type(v) is np.ndarray or isinstance(v, np.generic) else None
 
 
@@ -106,7 +108,9 @@ def fold_constants(trace: Trace, limit: int = FOLD_LIMIT) -> Trace:
     eqns = []
     for e in trace.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
-        vals = [host_literal(a) if type(a) is Literal else known.get(a) for a in ins]
+        # a literal on a device (a 0-d CuPy value) is not folded: its result would be a
+        # host constant where the trace computes on the device
+        vals = [_host_value(a.value) if type(a) is Literal else known.get(a) for a in ins]
         if e.prim.multiple_results or not e.outputs or has_effects(e):
             eqns.append(e._replace(inputs=ins))  # (effects run when the program runs)
             continue
