@@ -246,3 +246,27 @@ def test_graphs_can_be_turned_off() -> None:
         assert cuda_graph.STATS == before
     finally:
         cuda_graph.set_cuda_graphs(old)
+
+
+@needs_gpu
+def test_grad_of_a_scan_is_captured_whole_and_matches_the_cpu() -> None:
+    from functx import lax
+
+    rng = np.random.default_rng(4)
+    W = rng.standard_normal((8, 8)) * 0.3
+    xs, h0, r = rng.standard_normal((20, 4, 8)), np.zeros((4, 8)), rng.standard_normal((8, 1))
+
+    def make(xs, h0, r):
+        def loss(w):
+            def step(h, x):
+                h = fnp.tanh(x + h @ w)
+                return h, h @ r
+            return fnp.sum(lax.scan(step, h0, xs)[1]) / 20
+        return loss
+
+    want = fx.grad(make(xs, h0, r))(W)
+    g = fx.jit(fx.grad(make(*to_dev((xs, h0, r)))))
+    before = dict(cuda_graph.STATS)
+    for _ in range(3):
+        assert_matches(g(to_dev(W)), want, "jit(grad(scan)) on CUDA", 1e-11, 1e-12)
+    assert cuda_graph.STATS["captured"] == before["captured"] + 1
