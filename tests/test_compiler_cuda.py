@@ -235,6 +235,17 @@ def test_a_step_that_reads_the_host_runs_eagerly() -> None:
 
 
 @needs_gpu
+def test_a_step_moving_much_memory_per_kernel_is_not_captured() -> None:
+    x = to_dev(np.ones((2048, 2048), np.float32))
+    f = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0)  # one kernel, 32 MB in and out
+    before = dict(cuda_graph.STATS)
+    for _ in range(3):
+        f(x)
+    assert cuda_graph.STATS["declined"] == before["declined"] + 1
+    assert cuda_graph.STATS["captured"] == before["captured"]
+
+
+@needs_gpu
 def test_graphs_can_be_turned_off() -> None:
     old = cuda_graph.set_cuda_graphs(False)
     try:
@@ -269,4 +280,5 @@ def test_grad_of_a_scan_is_captured_whole_and_matches_the_cpu() -> None:
     before = dict(cuda_graph.STATS)
     for _ in range(3):
         assert_matches(g(to_dev(W)), want, "jit(grad(scan)) on CUDA", 1e-11, 1e-12)
+    assert cuda_graph.STATS["declined"] == before["declined"]
     assert cuda_graph.STATS["captured"] == before["captured"] + 1

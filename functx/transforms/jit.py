@@ -110,7 +110,8 @@ class _Compiled:
         if self.graphs and backend.name == "cuda":
             graph = self.graph
             if graph is None:
-                graph = self.graph = CudaGraph(lambda ins: self.replay(plan, ins, backend))
+                graph = self.graph = CudaGraph(lambda ins: self.replay(plan, ins, backend),
+                                               len(plan[1]))
             if not graph.failed:
                 return graph(inputs)
         return self.replay(plan, inputs, backend)
