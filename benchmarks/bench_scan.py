@@ -193,7 +193,10 @@ def gpu_peak(system: str, step: Callable) -> tuple[int, Any]:
         fx.reset_peak_memory_stats("cuda")
         before = fx.memory_stats("cuda")["bytes_in_use"]
         out = step()
-        return fx.memory_stats("cuda")["peak_bytes_in_use"] - before, out
+        stats = fx.memory_stats("cuda")
+        # a step replayed as a CUDA graph keeps its working memory in the graph's own pool
+        # (held before and after the step): count it as the step's
+        return stats["peak_bytes_in_use"] - before + stats.get("cuda_graph_bytes", 0), out
     if system == "torch":
         import torch
         torch.cuda.reset_peak_memory_stats()

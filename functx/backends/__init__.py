@@ -704,7 +704,9 @@ def memory_stats(device: Any = None) -> MemoryStats:
     ``bytes_reserved`` (taken from the GPU by the pool), ``peak_bytes_reserved`` (the
     pool's high-water mark: it only grows until memory is released), ``peak_bytes_in_use``
     (the high-water mark of ``bytes_in_use`` since :func:`reset_peak_memory_stats`, or None
-    if it was never called), ``device_free_bytes`` and ``device_total_bytes``. On the CPU:
+    if it was never called), ``device_free_bytes``, ``device_total_bytes`` and
+    ``cuda_graph_bytes`` (the working memory that jitted steps replayed as CUDA graphs hold in
+    their own pools, counted in the figures above too). On the CPU:
     ``peak_bytes`` (the process's peak resident size).
 
     Args:

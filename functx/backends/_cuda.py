@@ -62,6 +62,7 @@ def make_backend(cupy: Any, count: int) -> Any:
             "bytes_reserved": int(pool.total_bytes()) + graphs,
             "peak_bytes_reserved": int(pool.total_bytes()) + graphs,
             "peak_bytes_in_use": None if peak is None else peak + graphs,
+            "cuda_graph_bytes": graphs,
             "device_free_bytes": int(free),
             "device_total_bytes": int(total),
         }

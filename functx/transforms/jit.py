@@ -68,20 +68,22 @@ class _Compiled:
     backend, the lean executor's step list (built on first use)."""
 
     __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers", "compiler",
-                 "_lowered", "graphs", "graph")
+                 "_lowered", "graphs", "graph", "targets")
 
-    def __init__(self, trace: Trace, out_tree: Any, compiler: str = "none") -> None:
+    def __init__(self, trace: Trace, out_tree: Any, compiler: str = "none",
+                 targets: tuple = ("cpu", "cuda")) -> None:
         # the constants are kept for later calls: snapshots of the caller's writeable arrays
         trace = snapshot_constants(trace)
-        if compiler != "none":
+        if compiler != "none" and "cpu" in targets:  # (else optimised when lowered)
             trace = optimize(trace)
             if tracing.CHECK_TRACES:  # tests: the passes keep every type
                 typecheck(trace)
         self.trace, self.dying = prune_with_last_uses(trace)
         self.compiler = compiler
+        self.targets = targets  # the backends whose clusters are compiled into kernels
         # CUDA graphs for a jitted signature (not for loop bodies: their steps are part of
         # the enclosing signature's graph)
-        self.graphs = compiler != "none" and cuda_graphs_enabled()
+        self.graphs = compiler != "none" and out_tree is not None and cuda_graphs_enabled()
         self.graph: CudaGraph | None = None
         self._lowered: dict[str, Lowered] = {}
         self.out_tree = out_tree
@@ -102,7 +104,7 @@ class _Compiled:
         plan = self.plans.get(backend.name)
         if plan is None:
             trace, dying = self.trace, self.dying
-            if self.compiler == "numba" and backend.name in ("cpu", "cuda"):
+            if self.compiler == "numba" and backend.name in self.targets:
                 trace, dying = self.fused_trace(backend.name)
             plan = self.plans[backend.name] = _plan(trace, dying, backend)
         if plan is False:
@@ -149,7 +151,8 @@ class _Compiled:
         lowered = self._lowered.get(target)
         if lowered is None:
             if self.compiler == "numba" and not self.closes_over_tracers:
-                fused, kernels = fuse(self.trace, target)
+                trace = self.trace if "cpu" in self.targets else optimize(self.trace)
+                fused, kernels = fuse(trace, target)
             else:
                 fused, kernels = self.trace, []
             if tracing.CHECK_TRACES:
@@ -188,7 +191,10 @@ class Executor:
     __slots__ = ("_compiled",)
 
     def __init__(self, trace: Trace) -> None:
-        self._compiled = _Compiled(trace, None)
+        # On CUDA a body's clusters run as generated kernels (a loop of small steps is
+        # launch-bound); on the CPU bodies replay as traced (a Numba compile per body would
+        # cost eager loops seconds).
+        self._compiled = _Compiled(trace, None, _compiler.jit_compiler(), targets=("cuda",))
 
     def __call__(self, inputs: list, backend: Any) -> list:
         """The outputs of the trace on concrete ``inputs`` (one per input variable) that
