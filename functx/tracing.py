@@ -390,6 +390,13 @@ class TraceBuilder:
         self._const_ids[id(x)] = (x, atom)  # holding x keeps its id from being reused
         return atom
 
+    def stage(self, x: Any) -> Tracer:
+        """A tracer for the constant ``x``: operations on it are recorded, not computed."""
+        var = Var(abstractify(x))
+        self.const_vars.append(var)
+        self.const_values.append(x)
+        return Tracer(self, var, x if self.concrete else None)
+
     def atom_of(self, x: Any) -> Var | Literal:
         """The atom standing for ``x`` (a tracer of this builder or any other value)."""
         if type(x) is Tracer and x._builder is self:
@@ -481,6 +488,14 @@ _BY_TYPE = backends.BY_TYPE
 _CPU = backends.CPU
 _MIXED = backends.MIXED
 _ndarray = np.ndarray
+
+
+def staged_like(x: Any, like: Any) -> Any:
+    """``x`` as a tracer of the abstract trace ``like`` belongs to (what is computed from it
+    is then recorded there, as JAX stages constants under ``jit``), else ``x``."""
+    if type(like) is Tracer and not like._builder.concrete and like._builder.active:
+        return like._builder.stage(x)
+    return x
 
 
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:

@@ -155,3 +155,13 @@ def test_prune_removes_dead_equations_only() -> None:
         pruned, dying = prune_with_last_uses(t)
         assert pruned.eqns == prune(t).eqns
         assert dying == last_uses(prune(t))
+
+
+def test_grad_under_jit_holds_no_constant_of_the_inputs_size() -> None:
+    """Reverse mode's seed is staged into jit's trace: the cotangent broadcast from a sum is
+    an equation, not a constant array of the input's size kept by the jitted function."""
+    x = np.linspace(-1.0, 1.0, 4096)
+    g = fx.jit(fx.grad(lambda a: fnp.sum(fnp.sin(a) * a)))
+    trace = g.lower(x).trace
+    assert all(np.size(c) <= 1 for c in trace.const_values), [np.shape(c) for c in trace.const_values]
+    np.testing.assert_allclose(g(x), np.cos(x) * x + np.sin(x), rtol=1e-12)

@@ -26,7 +26,7 @@ from functx.ir import Eqn, Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
 from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, apply_eager, aval_of_value,
-                            bind, leak_error, user_source)
+                            bind, leak_error, staged_like, user_source)
 from functx.transforms.interpret import walk_reverse
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
@@ -149,8 +149,10 @@ def zeros(aval: Any, like: Any) -> Any:
 
 def seed(aval: Any, value: Any) -> Any:
     """The cotangent 1 of a scalar output, on its device, so the cotangents the backward
-    pass broadcasts from it live there too."""
-    return _backend_like(value).xp.ones((), aval.dtype)
+    pass broadcasts from it live there too. Under an abstract trace (``jit``) it is staged
+    into that trace: the broadcasts of the backward pass are then equations of the trace
+    (fused by the compiler), not constants of the inputs' size held by the jitted function."""
+    return staged_like(_backend_like(value).xp.ones((), aval.dtype), value)
 
 
 def is_float(aval: Any) -> bool:
