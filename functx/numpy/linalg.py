@@ -637,8 +637,8 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Any:
 
 def matmul(x1: Any, x2: Any, /, *, precision: Any = None,
            preferred_element_type: Any = None) -> Any:
-    """The matrix product (``fnp.matmul``)."""
-    return fnp.matmul(x1, x2, dtype=preferred_element_type)
+    """The matrix product (``fnp.matmul``; ``precision`` as there, see functx/config.py)."""
+    return fnp.matmul(x1, x2, dtype=preferred_element_type, precision=precision)
 
 
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
