@@ -22,6 +22,7 @@ import pytest
 import functx as fx
 import functx.backends as B
 import functx.numpy as fnp
+from functx.backends._cuda import bfloat16_guard
 from functx.errors import DeviceError, DTypeError, FunctxError
 
 
@@ -87,7 +88,9 @@ FAKE = B.Backend(
     synchronize=lambda: None, memory_stats=lambda: {"bytes_in_use": 0},
     put=_put, scalar_from_host=lambda a: np.array(a).view(FakeArray),
     use_device=lambda i: contextlib.nullcontext(),
-    supports_dtype=lambda dt: dt != np.float16)
+    supports_dtype=lambda dt: dt != np.float16,
+    # CUDA's bfloat16 guard, so that FUNCTX_TEST_DEVICE=fakegpu runs it too
+    adapt_impl=lambda fn, prim: bfloat16_guard(fn, prim, FakeArray))
 
 
 @pytest.fixture
