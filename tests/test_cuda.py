@@ -416,6 +416,39 @@ def test_bfloat16_mlp_and_fused_layers_on_the_device() -> None:
 
 
 @needs_cupy
+@pytest.mark.parametrize("bf16_kernels", [True, False])
+def test_bfloat16_fused_row_kernels_match_the_cpu(bf16_kernels: bool, monkeypatch: Any) -> None:
+    """The fused primitives' CUDA row kernels on bfloat16 rows longer than one pass of a
+    block (and a moved axis): loading and storing bfloat16 themselves (float32 inside), or,
+    with BF16_KERNELS off, on float32 copies; the CPU's ml_dtypes values either way."""
+    from functx.primitives import fused as fu
+    from functx.primitives.cuda import _kernels
+
+    monkeypatch.setattr(_kernels, "BF16_KERNELS", bf16_kernels)
+    rng = np.random.default_rng(10)
+    for rows, d in ((3, 5000), (65, 96)):
+        x, g = (rng.standard_normal((rows, d)).astype(BF16) for _ in range(2))
+        w, b = (rng.standard_normal(d).astype(BF16) for _ in range(2))
+        y = fu.log_softmax(x, axis=-1)
+        cases = {
+            "layer_norm": lambda x, w, b, g, y: fu.layer_norm(x, w, b, eps=1e-5),
+            "layer_norm_grad": lambda x, w, b, g, y: fu.layer_norm_grad(x, w, g, eps=1e-5),
+            "layer_norm_grads": lambda x, w, b, g, y: fu.layer_norm_grads(x, w, g, eps=1e-5),
+            "softmax": lambda x, w, b, g, y: fu.softmax(x, axis=-1),
+            "softmax(axis=0)": lambda x, w, b, g, y: fu.softmax(x, axis=0),
+            "log_softmax": lambda x, w, b, g, y: fu.log_softmax(x, axis=-1),
+            "log_softmax_grad": lambda x, w, b, g, y: fu.log_softmax_grad(y, g, axis=-1),
+            "gelu": lambda x, w, b, g, y: fu.gelu(x, approximate="tanh"),
+            "gelu_grad": lambda x, w, b, g, y: fu.gelu_grad(x, g, approximate="none"),
+        }
+        for name, f in cases.items():
+            want = f(x, w, b, g, y)
+            got = f(*to_dev((x, w, b, g, y)))
+            scale = float(np.sqrt(d)) if name == "layer_norm_grads" else 1.0
+            _bf16_matches(got, want, f"{name} on ({rows}, {d}) bfloat16", scale)
+
+
+@needs_cupy
 def test_bfloat16_matmul_runs_on_tensor_cores_with_float32_accumulation() -> None:
     """2-D and batched bfloat16 products (CuPy's matmul and functx's strided batched GEMM)
     equal the float32 product of the same bfloat16 values rounded once: a bfloat16
