@@ -46,8 +46,8 @@ from typing import Any, Iterator
 
 from functx.errors import ArgumentError
 
-__all__ = ["update", "get", "default_matmul_precision", "matmul_precision",
-           "canonical_precision", "trace_context", "FLOAT32", "TENSORFLOAT32", "PRECISION_NAMES"]
+__all__ = ["update", "get", "default_matmul_precision", "default_precision",
+           "matmul_precision", "canonical_precision", "trace_context", "FLOAT32", "TENSORFLOAT32", "PRECISION_NAMES"]
 
 FLOAT32 = "float32"
 TENSORFLOAT32 = "tensorfloat32"
@@ -60,8 +60,10 @@ PRECISION_NAMES: dict[str, str] = {
 }
 
 _OPTIONS = ("default_matmul_precision",)
-_values: dict[str, Any] = {"default_matmul_precision": None}
-_local = threading.local()
+_global = [FLOAT32]  # the global default precision (update)
+_blocks = [0]  # how many default_matmul_precision blocks are open, in all threads
+_blocks_lock = threading.Lock()
+_local = threading.local()  # .precision: this thread's stack of block values
 
 
 def canonical_precision(precision: Any) -> str | None:
@@ -120,8 +122,8 @@ def update(name: str, value: Any) -> None:
     Example:
         >>> fx.config.update("default_matmul_precision", "tensorfloat32")
     """
-    key = _option_name(name)
-    _values[key] = canonical_precision(value)
+    _option_name(name)
+    _global[0] = canonical_precision(value) or FLOAT32
 
 
 def get(name: str) -> Any:
@@ -133,17 +135,26 @@ def get(name: str) -> Any:
         >>> fx.config.get("default_matmul_precision")
         'float32'
     """
-    key = _option_name(name)
-    stack = getattr(_local, "precision", None)
-    value = stack[-1] if stack else _values[key]
-    return FLOAT32 if value is None else value
+    _option_name(name)
+    return default_precision()
+
+
+def default_precision() -> str:
+    """The default matmul precision now (this thread's innermost
+    :func:`default_matmul_precision` block, else the global option): ``"float32"`` or
+    ``"tensorfloat32"``. Cheap (read on every ``dot_general``)."""
+    if _blocks[0]:  # some thread is inside a block: is this one?
+        stack = getattr(_local, "precision", None)
+        if stack:
+            return stack[-1]
+    return _global[0]
 
 
 def matmul_precision(precision: Any = None) -> str:
     """The precision a product with this ``precision=`` argument uses: the argument,
     canonicalised, else the configured default (``"float32"`` or ``"tensorfloat32"``)."""
     out = canonical_precision(precision)
-    return get("default_matmul_precision") if out is None else out
+    return default_precision() if out is None else out
 
 
 @contextlib.contextmanager
@@ -165,14 +176,18 @@ def default_matmul_precision(precision: Any) -> Iterator[None]:
     stack = getattr(_local, "precision", None)
     if stack is None:
         stack = _local.precision = []
-    stack.append(value if value is not None else _values["default_matmul_precision"])
+    stack.append(value if value is not None else _global[0])
+    with _blocks_lock:
+        _blocks[0] += 1
     try:
         yield
     finally:
+        with _blocks_lock:
+            _blocks[0] -= 1
         stack.pop()
 
 
 def trace_context() -> tuple:
     """The options that change what a trace records (a hashable tuple): part of
     ``fx.jit``'s cache key, so that a cached trace is not replayed under another value."""
-    return (get("default_matmul_precision"),)
+    return (default_precision(),)

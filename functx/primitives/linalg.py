@@ -226,7 +226,7 @@ def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL,
         dims = _normalized_dims(dimension_numbers, nx, ny)
     except TypeError:  # lists instead of tuples: not hashable, so not memoised
         dims = _normalized_dims.__wrapped__(dimension_numbers, nx, ny)
-    if precision is None and config.get("default_matmul_precision") == config.FLOAT32:
+    if precision is None and config.default_precision() == config.FLOAT32:
         return bind(dot_general_p, x, y, dimension_numbers=dims)  # (the common case)
     return bind(dot_general_p, x, y, dimension_numbers=dims,
                 **_precision_param(config.matmul_precision(precision)))
