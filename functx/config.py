@@ -47,7 +47,8 @@ from typing import Any, Iterator
 from functx.errors import ArgumentError
 
 __all__ = ["update", "get", "default_matmul_precision", "default_precision",
-           "matmul_precision", "canonical_precision", "trace_context", "FLOAT32", "TENSORFLOAT32", "PRECISION_NAMES"]
+           "matmul_precision", "canonical_precision", "trace_context", "FLOAT32",
+           "TENSORFLOAT32", "PRECISION_NAMES"]
 
 FLOAT32 = "float32"
 TENSORFLOAT32 = "tensorfloat32"

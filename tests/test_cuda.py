@@ -5,9 +5,9 @@ on NumPy arrays and on CuPy copies of them, and asserts the CUDA results are CuP
 the same shape and dtype whose values match the CPU's (to rounding: CUDA's libm, atomic
 float additions and summation orders differ in the last bits). Then device-specific
 checks: dtypes (float32, float16, bfloat16: every spec in bfloat16 against the CPU's
-ml_dtypes results, and TF32 matmuls through ``fx.default_matmul_precision``), the CUDA kernels (last-write-wins scatter,
-scatter_add per dtype, cuBLAS batched GEMM on transposed and broadcast operands),
-device_put / to_numpy / default_device, mixing devices, DLPack with PyTorch and JAX, memory
+ml_dtypes results, and TF32 matmuls through ``fx.default_matmul_precision``), the CUDA
+kernels (last-write-wins scatter, scatter_add per dtype, cuBLAS batched GEMM on transposed
+and broadcast operands), device_put / to_numpy / default_device, mixing devices, DLPack with PyTorch and JAX, memory
 statistics, an MLP gradient end to end, and the random generator's bits.
 
 Without a CUDA backend (no CuPy, or no GPU) every test here skips with the reason.

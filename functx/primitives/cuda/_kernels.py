@@ -12,8 +12,9 @@ that type. Row kernels may also read and write their big operands in a storage t
 (``typedef STYPE S;``), loaded with ``functx_ld`` and stored with ``functx_st``: ``S`` is
 ``T`` for float32 and float64, and ``__nv_bfloat16`` (``cuda_bf16.h``) for bfloat16, which
 computes in float32 (see :data:`STORAGE`; :data:`BF16_KERNELS` turns it off, and bfloat16
-operands are then cast to float32 around the kernels as float16's are). :data:`ROW_HELPERS` holds the block-wide sums and maxima of the row kernels (one block
-per row of a contiguous last axis; :func:`row_launch` gives their launch), which the fused,
+operands are then cast to float32 around the kernels as float16's are).
+:data:`ROW_HELPERS` holds the block-wide sums and maxima of the row kernels (one block per
+row of a contiguous last axis; :func:`row_launch` gives their launch), which the fused,
 nll and attention sources start with. Importing this module needs no CuPy: the array module
 ``xp`` (cupy) is passed in.
 """

@@ -5,8 +5,9 @@
   found with ``atomicMax``) and only that one is written: NumPy's last-write-wins order.
 * ``scatter_add``: ``cupyx.scatter_add`` (atomic adds) for the dtypes CUDA has atomics
   for; int64 adds as uint64 (the same bits in two's complement), complex as pairs of
-  reals, narrower integers and bool in 32 bits, bfloat16 in float32 (rounded once). Atomic float additions happen in no fixed
-  order, so float results may differ from the CPU in the last bits.
+  reals, narrower integers and bool in 32 bits, bfloat16 in float32 (rounded once).
+  Atomic float additions happen in no fixed order, so float results may differ from the
+  CPU in the last bits.
 * ``take_along``/``put_along``: one elementwise kernel each (the generic rules take several
   passes: range mask, clamped take, select).
 
