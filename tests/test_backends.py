@@ -498,10 +498,19 @@ def test_bfloat16_guard_retries_in_float32_where_there_is_no_kernel() -> None:
     np.testing.assert_array_equal(out, np.tanh(x.astype(np.float32)).astype(bf16))
 
     def always_fails(a):
-        raise ValueError(f"broken for {a.dtype}")
+        raise TypeError(f"broken for {a.dtype}")
 
-    with pytest.raises(ValueError, match="broken for bfloat16"):  # the first error
+    with pytest.raises(TypeError, match="broken for bfloat16"):  # the first error
         _guarded(always_fails, "tanh")(x)
+
+    def other_error(a):
+        seen.append(a.dtype)
+        raise ValueError("a user's error")
+
+    seen.clear()
+    with pytest.raises(ValueError, match="a user's error"):  # not a missing kernel: no retry
+        _guarded(other_error, "tanh")(x)
+    assert seen == [bf16]
 
     def refuses(a):
         raise DTypeError("tanh refuses this on purpose")

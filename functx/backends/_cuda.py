@@ -62,13 +62,23 @@ def bfloat16_guard(fn: Callable, prim: Any, array_type: type) -> Callable:
     return run
 
 
+def _missing_kernel(err: Exception, prim: Any) -> bool:
+    """Whether ``err`` says the array module has no kernel for the dtypes (CuPy: a
+    TypeError for a ufunc without a matching loop, NotImplementedError, NVRTC's
+    CompileException), and ``prim`` may run twice (it has no effects: callbacks,
+    collectives and other effects never run again)."""
+    kind = isinstance(err, (TypeError, NotImplementedError)) or \
+        type(err).__name__ == "CompileException"
+    return kind and not isinstance(err, FunctxError) and prim.has_effects is False
+
+
 def _run_bfloat16(fn: Callable, prim: Any, args: tuple, params: dict,
                   array_type: type) -> Any:
     try:
         out = fn(*args, **params)
-    except FunctxError:
-        raise
-    except Exception as err:  # no bfloat16 kernel (TypeError, NotImplementedError, NVRTC)
+    except Exception as err:
+        if not _missing_kernel(err, prim):
+            raise
         wide = tuple(a.astype(_F32) if type(a) is array_type and a.dtype == BFLOAT16 else a
                      for a in args)
         try:
