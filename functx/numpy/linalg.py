@@ -536,7 +536,8 @@ def matrix_power(a: Any, n: int) -> Any:
 
 def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
     """The product of a chain of matrices (first may be 1-D, last may be 1-D), in the order
-    that costs fewest multiplications (dynamic programming, as NumPy)."""
+    that costs fewest multiplications (dynamic programming, as NumPy); ``precision`` as in
+    ``fnp.matmul`` (functx/config.py)."""
     arrays = [fnp.asarray(x) for x in arrays]
     if len(arrays) < 2:
         raise FunctxError("functx.numpy.linalg.multi_dot needs at least two arrays.")
@@ -561,7 +562,8 @@ def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
     def chain(i: int, j: int) -> Any:
         if i == j:
             return arrays[i]
-        return fnp.matmul(chain(i, split[i][j]), chain(split[i][j] + 1, j))
+        return fnp.matmul(chain(i, split[i][j]), chain(split[i][j] + 1, j),
+                          precision=precision)
     out = chain(0, k - 1)
     if first_vec:
         out = out[0]
