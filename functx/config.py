@@ -18,7 +18,9 @@ One option so far, as in JAX:
 
     None restores the default. On the CPU the precision changes nothing (NumPy's BLAS
     computes in float32); float64, float16 and bfloat16 products are never affected (16-bit
-    products always run on tensor cores with float32 accumulation on CUDA).
+    products always run on tensor cores with float32 accumulation on CUDA). Only
+    ``dot_general`` reads it: the GEMMs inside the CUDA convolution and fused attention
+    kernels stay float32.
 
 The precision is read when a ``dot_general`` is *bound* (eagerly: at the call; under a
 transform: when the function is traced) and stored in the equation's parameters
