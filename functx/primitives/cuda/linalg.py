@@ -37,7 +37,7 @@ def dot_general(xp: Any, x: Any, y: Any, *, dimension_numbers: tuple,
                 precision: str | None = None) -> Any:
     """dot_general with cuBLAS: see the module docstring."""
     if precision == "tensorfloat32" and x.dtype.char in "fF":
-        with tf32_matmul(xp):
+        with TF32Matmul(xp):
             return _dot_general(xp, x, y, dimension_numbers, True)
     return _dot_general(xp, x, y, dimension_numbers, False)
 
@@ -62,7 +62,7 @@ def _dot_general(xp: Any, x: Any, y: Any, dimension_numbers: tuple, tf32: bool) 
     return xp.reshape(out, out_shape)
 
 
-class tf32_matmul:
+class TF32Matmul:
     """A block in which CuPy's float32 (and complex64) products may use TF32: CuPy's
     compute type for float32 set to ``COMPUTE_TYPE_TF32`` and restored on exit (CuPy keeps
     one global setting; ``CUPY_TF32=1`` sets the same switch at start-up). On a GPU older
