@@ -11,7 +11,8 @@ from functx import (checkpoint_policies, debug, distributed, flatten_util, lax, 
                     scipy, tree)
 # functx.backends is the module and is callable: fx.backends() lists the backends (see the
 # end of functx/backends/__init__.py).
-from functx import backends
+from functx import backends, config
+from functx.config import default_matmul_precision
 from functx.backends import (
     Backend,
     Device,
@@ -78,6 +79,8 @@ __all__ = [
     # traces, primitives and the registry
     "make_trace", "eval_shape", "eval_trace", "bind", "Primitive", "registry", "typecheck",
     "Trace", "Eqn", "Var", "Literal", "Tracer", "AbstractArray", "ShapeDtype",
+    # configuration (matmul precision)
+    "config", "default_matmul_precision",
     # saving and loading pytrees
     "save", "load",
     # modules

@@ -22,6 +22,7 @@ import pytest
 import functx as fx
 import functx.backends as B
 import functx.numpy as fnp
+from functx.backends._cuda import bfloat16_guard
 from functx.errors import DeviceError, DTypeError, FunctxError
 
 
@@ -87,7 +88,9 @@ FAKE = B.Backend(
     synchronize=lambda: None, memory_stats=lambda: {"bytes_in_use": 0},
     put=_put, scalar_from_host=lambda a: np.array(a).view(FakeArray),
     use_device=lambda i: contextlib.nullcontext(),
-    supports_dtype=lambda dt: dt != np.float16)
+    supports_dtype=lambda dt: dt != np.float16,
+    # CUDA's bfloat16 guard, so that FUNCTX_TEST_DEVICE=fakegpu runs it too
+    adapt_impl=lambda fn, prim: bfloat16_guard(fn, prim, FakeArray))
 
 
 @pytest.fixture
@@ -445,3 +448,72 @@ def test_format_bytes(n, text):
     from functx.backends import format_bytes
 
     assert format_bytes(n) == text
+
+
+# -- CUDA's bfloat16 guard (functx/backends/_cuda.py), on NumPy arrays ------------------------
+
+def _guarded(fn: Any, prim_name: str) -> Any:
+    """``fn`` as the guard runs it for the registered primitive ``prim_name``, with NumPy's
+    ndarray standing in for cupy.ndarray."""
+    return bfloat16_guard(fn, fx.registry[prim_name], np.ndarray)
+
+
+def test_bfloat16_guard_rounds_float32_results_the_shape_rule_gives_as_bfloat16() -> None:
+    import ml_dtypes
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    x = np.array([1.0, 2.5, -3.0], bf16)
+    calls = []
+
+    def promotes(a, b):  # what cupy.where does with bfloat16: a float32 result
+        calls.append((a.dtype, b.dtype))
+        return np.add(a.astype(np.float32), b.astype(np.float32))
+
+    out = _guarded(promotes, "add")(x, x)
+    assert out.dtype == bf16 and calls == [(bf16, bf16)]
+    np.testing.assert_array_equal(out.astype(np.float32), [2.0, 5.0, -6.0])
+    # a float32 result the shape rule asks for is left alone (convert_element_type)
+    conv = _guarded(lambda a, *, new_dtype: a.astype(new_dtype), "convert_element_type")
+    assert conv(x, new_dtype=np.dtype(np.float32)).dtype == np.float32
+    # no bfloat16 argument: the implementation runs as it is (its float32 result kept)
+    assert _guarded(promotes, "add")(np.ones(2, np.float16), np.ones(2, np.float16)).dtype \
+        == np.float32
+
+
+def test_bfloat16_guard_retries_in_float32_where_there_is_no_kernel() -> None:
+    import ml_dtypes
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    x = np.array([0.5, 1.5], bf16)
+    seen = []
+
+    def no_bf16_kernel(a):
+        seen.append(a.dtype)
+        if a.dtype == bf16:
+            raise TypeError("no loop matching the specified signature (bfloat16)")
+        return np.tanh(a)
+
+    out = _guarded(no_bf16_kernel, "tanh")(x)
+    assert seen == [bf16, np.float32] and out.dtype == bf16
+    np.testing.assert_array_equal(out, np.tanh(x.astype(np.float32)).astype(bf16))
+
+    def always_fails(a):
+        raise TypeError(f"broken for {a.dtype}")
+
+    with pytest.raises(TypeError, match="broken for bfloat16"):  # the first error
+        _guarded(always_fails, "tanh")(x)
+
+    def other_error(a):
+        seen.append(a.dtype)
+        raise ValueError("a user's error")
+
+    seen.clear()
+    with pytest.raises(ValueError, match="a user's error"):  # not a missing kernel: no retry
+        _guarded(other_error, "tanh")(x)
+    assert seen == [bf16]
+
+    def refuses(a):
+        raise DTypeError("tanh refuses this on purpose")
+
+    with pytest.raises(DTypeError, match="on purpose"):  # functx's own errors: no retry
+        _guarded(refuses, "tanh")(x)

@@ -4,9 +4,10 @@ Each check draws arguments from the primitive's spec (tests/specs), runs the sam
 on NumPy arrays and on CuPy copies of them, and asserts the CUDA results are CuPy arrays of
 the same shape and dtype whose values match the CPU's (to rounding: CUDA's libm, atomic
 float additions and summation orders differ in the last bits). Then device-specific
-checks: dtypes (float32, float16, bfloat16), the CUDA kernels (last-write-wins scatter,
-scatter_add per dtype, cuBLAS batched GEMM on transposed and broadcast operands),
-device_put / to_numpy / default_device, mixing devices, DLPack with PyTorch and JAX, memory
+checks: dtypes (float32, float16, bfloat16: every spec in bfloat16 against the CPU's
+ml_dtypes results, and TF32 matmuls through ``fx.default_matmul_precision``), the CUDA
+kernels (last-write-wins scatter, scatter_add per dtype, cuBLAS batched GEMM on transposed
+and broadcast operands), device_put / to_numpy / default_device, mixing devices, DLPack with PyTorch and JAX, memory
 statistics, an MLP gradient end to end, and the random generator's bits.
 
 Without a CUDA backend (no CuPy, or no GPU) every test here skips with the reason.
@@ -33,7 +34,10 @@ from functx.primitives import indexing as ix
 from functx.primitives import linalg as la
 from tests import test_complex_rules as cx_rules
 from tests.specs import PrimSpec, all_specs
-from tests.test_primitive_rules import Call, cotangent_like, draw_rng, random_like, with_args
+from tests.test_low_precision import (BF16, NO_VALUE_CHECK, NOT_HALF, _cast, _close, _dtypes,
+                                      _is_f64, _low_like, _max_abs)
+from tests.test_primitive_rules import (Call, cotangent_like, draw_rng, is_static, random_like,
+                                        with_args)
 
 DEVICE_NAME = os.environ.get("FUNCTX_TEST_DEVICE", "cuda")
 if DEVICE_NAME == "fakegpu":
@@ -308,6 +312,204 @@ def test_bfloat16_is_supported_or_refused_clearly() -> None:
     else:
         with pytest.raises(DTypeError, match="bfloat16 cannot live on"):
             fx.device_put(x, DEVICE)
+
+
+# bfloat16 on the device: every spec whose arguments hold floats, rounded to bfloat16, gives
+# the CPU's (ml_dtypes) values within bfloat16 rounding. Both sides compute in float32 inside
+# and round once, so they differ by an ulp or two of bfloat16 (2**-8 relative) where
+# float32's libm, summation orders or atomics differ; RTOL_BF16 allows a few.
+RTOL_BF16 = 2e-2
+BF16_SPECS = [s for s in SPECS if s.id not in NOT_HALF]
+BF16_VJP_SPECS = [s for s in BF16_SPECS if s.diff_argnums and s.reverse]
+
+
+def _bf16_call(spec: PrimSpec, data: Any) -> Call:
+    raw = data.draw(spec.args, label="args")
+    if not any(_is_f64(leaf) for a in raw if not is_static(a) for leaf in tree.leaves(a)):
+        pytest.skip("no floating-point argument to round to bfloat16")
+    if not DEV.supports_dtype(BF16):
+        pytest.skip(f"the {DEVICE_NAME} backend has no bfloat16 (needs CuPy 14 and ml_dtypes)")
+    return Call(spec, _cast(raw, BF16))
+
+
+def _bf16_matches(got: Any, want: Any, what: str, scale: float) -> None:
+    """Device leaves with the CPU's structure, shapes and dtypes (bfloat16 kept), values
+    within RTOL_BF16 (see test_low_precision._close: relative to each entry, with a floor
+    relative to the largest entry or ``scale``)."""
+    got_leaves, got_tree = tree.flatten(got)
+    want_leaves, want_tree = tree.flatten(want)
+    assert got_tree == want_tree, f"{what}: structure {got_tree} != {want_tree}"
+    for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        if g is None and w is None:
+            continue
+        assert on_dev(g), f"{what}: leaf {i} is a {type(g).__name__}, not a device array"
+        h, w = DEV.to_host(g), np.asarray(w)
+        assert (h.shape, h.dtype) == (w.shape, w.dtype), (
+            f"{what}: leaf {i} is {h.dtype}{list(h.shape)}, the CPU gives {w.dtype}{list(w.shape)}")
+        if w.dtype.kind in "fc" or w.dtype == BF16:
+            _close(h, w, RTOL_BF16, f"{what}: leaf {i}", scale)
+        else:
+            np.testing.assert_array_equal(h, w, err_msg=f"{what}: leaf {i}")
+
+
+@per_spec(BF16_SPECS)
+@examples(2)
+@given(data=st.data())
+def test_bfloat16_impl_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    """Every primitive accepts bfloat16 on the device, returns the CPU's dtypes (bfloat16
+    where the CPU keeps it) and values; under jit too."""
+    call = _bf16_call(spec, data)
+    want = call.fn(*call.dyn_args)
+    got = call.fn(*to_dev(call.dyn_args))
+    if spec.id in NO_VALUE_CHECK:
+        assert _dtypes(got) == _dtypes(want), f"{spec.id}: dtypes {_dtypes(got)}"
+        return
+    scale = _max_abs(call.dyn_args)
+    _bf16_matches(got, want, f"{spec.id} (bfloat16)", scale)
+    _bf16_matches(fx.jit(call.fn)(*to_dev(call.dyn_args)), want, f"{spec.id} (bfloat16, jit)",
+                  scale)
+
+
+@per_spec(BF16_VJP_SPECS)
+@examples(2)
+@given(data=st.data())
+def test_bfloat16_vjp_cuda_matches_cpu(spec: PrimSpec, data: Any) -> None:
+    """bfloat16 cotangents on the device: the CPU's dtypes and values."""
+    call = _bf16_call(spec, data)
+    if spec.id in NO_VALUE_CHECK:
+        pytest.skip(NO_VALUE_CHECK[spec.id])
+    rng = draw_rng(data)
+    out, f_vjp = fx.vjp(call.fn, *call.dyn_args)
+    u = tree.map(lambda o: _low_like(o, rng, BF16), out)
+    want = f_vjp(u)
+    _, f_vjp_d = fx.vjp(call.fn, *to_dev(call.dyn_args))
+    got = f_vjp_d(to_dev(u))
+    diff = call.diff
+    _bf16_matches([got[i] for i in diff], [want[i] for i in diff], f"{spec.id}: bfloat16 "
+                  "cotangents", _max_abs(u) * max(1.0, _max_abs(call.dyn_args)))
+
+
+def test_bfloat16_mlp_and_fused_layers_on_the_device() -> None:
+    """A bfloat16 MLP with layer norm, GELU, softmax cross-entropy and attention: values and
+    gradients on the device are bfloat16 and match the CPU's."""
+    if not DEV.supports_dtype(BF16):
+        pytest.skip(f"the {DEVICE_NAME} backend has no bfloat16")
+    import functx.nn as nn
+
+    rng = np.random.default_rng(7)
+    w1, w2 = ((rng.standard_normal(s) * 0.2).astype(BF16) for s in ((16, 32), (32, 8)))
+    q = rng.standard_normal((2, 2, 5, 8)).astype(BF16)
+    x, ln_w = rng.standard_normal((6, 16)).astype(BF16), np.ones(32, BF16)
+    labels = rng.integers(0, 8, size=6)
+
+    def loss(w1, w2, q, x, ln_w, labels):
+        h = nn.gelu(nn.layer_norm(x @ w1, 32, ln_w), approximate="tanh")
+        logits = h @ w2
+        a = nn.dot_product_attention(q, q, q)
+        nll = -fnp.take_along_axis(nn.log_softmax(logits, dim=-1), labels[:, None], 1)
+        return fnp.mean(nll) + fnp.mean(nn.softmax(a, dim=-1) * a)
+
+    want = fx.value_and_grad(loss, argnums=(0, 1, 2, 4))(w1, w2, q, x, ln_w, labels)
+    got = fx.value_and_grad(loss, argnums=(0, 1, 2, 4))(*to_dev((w1, w2, q, x, ln_w, labels)))
+    assert all(leaf.dtype == BF16 for leaf in tree.leaves(got[1]))  # (gradients)
+    _bf16_matches(got, want, "bfloat16 MLP value_and_grad", 1.0)
+
+
+@needs_cupy
+@pytest.mark.parametrize("bf16_kernels", [True, False])
+def test_bfloat16_fused_row_kernels_match_the_cpu(bf16_kernels: bool, monkeypatch: Any) -> None:
+    """The fused primitives' CUDA row kernels on bfloat16 rows longer than one pass of a
+    block (and a moved axis): loading and storing bfloat16 themselves (float32 inside), or,
+    with BF16_KERNELS off, on float32 copies; the CPU's ml_dtypes values either way."""
+    from functx.primitives import fused as fu
+    from functx.primitives.cuda import _kernels
+
+    monkeypatch.setattr(_kernels, "BF16_KERNELS", bf16_kernels)
+    rng = np.random.default_rng(10)
+    for rows, d in ((3, 5000), (65, 96)):
+        x, g = (rng.standard_normal((rows, d)).astype(BF16) for _ in range(2))
+        w, b = (rng.standard_normal(d).astype(BF16) for _ in range(2))
+        y = fu.log_softmax(x, axis=-1)
+        cases = {
+            "layer_norm": lambda x, w, b, g, y: fu.layer_norm(x, w, b, eps=1e-5),
+            "layer_norm_grad": lambda x, w, b, g, y: fu.layer_norm_grad(x, w, g, eps=1e-5),
+            "layer_norm_grads": lambda x, w, b, g, y: fu.layer_norm_grads(x, w, g, eps=1e-5),
+            "softmax": lambda x, w, b, g, y: fu.softmax(x, axis=-1),
+            "softmax(axis=0)": lambda x, w, b, g, y: fu.softmax(x, axis=0),
+            "log_softmax": lambda x, w, b, g, y: fu.log_softmax(x, axis=-1),
+            "log_softmax_grad": lambda x, w, b, g, y: fu.log_softmax_grad(y, g, axis=-1),
+            "gelu": lambda x, w, b, g, y: fu.gelu(x, approximate="tanh"),
+            "gelu_grad": lambda x, w, b, g, y: fu.gelu_grad(x, g, approximate="none"),
+        }
+        for name, f in cases.items():
+            want = f(x, w, b, g, y)
+            got = f(*to_dev((x, w, b, g, y)))
+            scale = float(np.sqrt(d)) if name == "layer_norm_grads" else 1.0
+            _bf16_matches(got, want, f"{name} on ({rows}, {d}) bfloat16", scale)
+
+
+@needs_cupy
+def test_bfloat16_matmul_runs_on_tensor_cores_with_float32_accumulation() -> None:
+    """2-D and batched bfloat16 products (CuPy's matmul and functx's strided batched GEMM)
+    equal the float32 product of the same bfloat16 values rounded once: a bfloat16
+    accumulator would lose ~k * 2**-9 of it."""
+    rng = np.random.default_rng(8)
+    k = 4096
+    for xs, ys in (((64, k), (k, 32)), ((3, 64, k), (3, k, 32))):
+        x, y = rng.random(xs).astype(BF16), rng.random(ys).astype(BF16)
+        exact = np.matmul(x.astype(np.float64), y.astype(np.float64))
+        got = fnp.matmul(*to_dev((x, y)))
+        assert got.dtype == BF16
+        np.testing.assert_allclose(DEV.to_host(got).astype(np.float64), exact, rtol=8e-3)
+
+
+@needs_cupy
+@pytest.mark.parametrize("batched", [False, True])
+def test_tf32_only_when_asked_and_within_tf32_tolerance(batched: bool) -> None:
+    """float32 products: bit-identical to precision="highest" by default; with TF32 (the
+    context manager, the config option or precision=) they differ from them but stay
+    within TF32's error (10-bit mantissa: ~1e-3 relative to the terms). CuPy's global
+    compute type is restored after each product."""
+    from cupy._core import _routines_linalg as cp_linalg
+
+    if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+        pytest.skip("NVIDIA_TF32_OVERRIDE=0 turns TF32 off in cuBLAS for this process")
+    if int(xp.cuda.Device().compute_capability) < 80:
+        pytest.skip("TF32 needs compute capability 8.0 (Ampere) or later")
+    rng = np.random.default_rng(9)
+    shape_x, shape_y = ((2, 512, 1024), (2, 1024, 512)) if batched else ((512, 1024), (1024, 512))
+    x = rng.standard_normal(shape_x).astype(np.float32)
+    y = rng.standard_normal(shape_y).astype(np.float32)
+    xd, yd = to_dev((x, y))
+    exact = np.matmul(x.astype(np.float64), y.astype(np.float64))
+    scale = math.sqrt(shape_x[-1])  # the size of the terms' sum
+    before = cp_linalg.get_compute_type(np.float32)
+    highest = DEV.to_host(fnp.matmul(xd, yd, precision="highest"))
+    default = DEV.to_host(fnp.matmul(xd, yd))
+    np.testing.assert_array_equal(default, highest)
+    assert np.max(np.abs(highest - exact)) < 1e-4 * scale
+    with fx.default_matmul_precision("tensorfloat32"):
+        tf32 = DEV.to_host(fnp.matmul(xd, yd))
+        jitted = DEV.to_host(fx.jit(fnp.matmul)(xd, yd))
+    assert cp_linalg.get_compute_type(np.float32) == before
+    err = np.max(np.abs(tf32 - exact))
+    assert err > 1e-4 * scale, f"TF32 was asked for but the product is float32 (error {err})"
+    assert err < 2e-2 * scale, f"TF32 product too far from the exact one (error {err})"
+    np.testing.assert_array_equal(jitted, tf32)
+    np.testing.assert_array_equal(DEV.to_host(fnp.matmul(xd, yd, precision="high")), tf32)
+    fx.config.update("default_matmul_precision", "tensorfloat32")
+    try:
+        np.testing.assert_array_equal(DEV.to_host(fnp.matmul(xd, yd)), tf32)
+        np.testing.assert_array_equal(  # an explicit argument wins
+            DEV.to_host(fnp.matmul(xd, yd, precision="highest")), highest)
+    finally:
+        fx.config.update("default_matmul_precision", None)
+    np.testing.assert_array_equal(DEV.to_host(fnp.matmul(xd, yd)), highest)
+    # float64 is never affected
+    x64, y64 = to_dev((x.astype(np.float64), y.astype(np.float64)))
+    with fx.default_matmul_precision("tensorfloat32"):
+        np.testing.assert_allclose(DEV.to_host(fnp.matmul(x64, y64)), exact, rtol=1e-12,
+                                   atol=1e-12 * scale)
 
 
 @needs_cupy

@@ -2,7 +2,7 @@
 
 Layers, lowest first (docs/design.md, section 2)::
 
-    0  functx.errors, functx.tree (a package: _core, _keys, _tools)
+    0  functx.errors, functx.tree (a package: _core, _keys, _tools), functx.config
     1  functx.ir, functx._ir_render (HTML and Graphviz pictures of traces)
     2  functx.backends
     3  functx.tracing, functx.registry, functx.named_axes
@@ -38,6 +38,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "functx"
 LAYERS: dict[str, int] = {
     "functx.errors": 0,
     "functx.tree": 0,
+    "functx.config": 0,
     "functx.ir": 1,
     "functx._ir_render": 1,
     "functx.backends": 2,

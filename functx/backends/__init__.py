@@ -73,6 +73,11 @@ class Backend:
         use_device: ``use_device(device_id)``: a context manager making that device current.
         reset_peak_memory: starts the peak-memory figure of :func:`memory_stats` afresh.
         supports_dtype: whether arrays of a dtype can live here.
+        adapt_impl: ``adapt_impl(fn, prim)``: the implementation ``fn`` of primitive
+            ``prim`` (with ``xp`` bound) as this backend runs it, or None to run it as it
+            is. :meth:`functx.registry.Primitive.impl_for` applies it once per primitive
+            (CUDA wraps every implementation in its bfloat16 guard, see
+            functx/backends/_cuda.py).
     """
 
     name: str
@@ -90,6 +95,7 @@ class Backend:
     use_device: Callable[[int], Any] | None = None
     reset_peak_memory: Callable[[], None] = _nothing
     supports_dtype: Callable[[np.dtype], bool] = lambda dtype: True
+    adapt_impl: Callable[[Callable, Any], Callable] | None = None
 
     def __repr__(self) -> str:
         return f"Backend({self.name})"
@@ -449,8 +455,8 @@ def device_put(x: Any, device: Any = None) -> Any:
 
     Raises:
         DeviceError: the device is not available here.
-        DTypeError: the device's backend does not support a leaf's dtype (CuPy has no
-            bfloat16, for example).
+        DTypeError: the device's backend does not support a leaf's dtype (CuPy without
+            ml_dtypes has no bfloat16, for example).
 
     Example:
         >>> x = fx.device_put(np.ones(3), "cuda")   # a cupy.ndarray

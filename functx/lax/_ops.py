@@ -355,7 +355,10 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
     Args:
         lhs, rhs: arrays of one dtype.
         dimension_numbers: as in ``jax.lax.dot_general``.
-        precision: accepted for compatibility (functx computes in the operands' dtype).
+        precision: the precision of float32/complex64 products on CUDA (JAX's names:
+            ``"highest"``/``"float32"``, ``"high"``/``"tensorfloat32"``, a
+            ``Precision``-like enum or a pair; see functx/config.py); None uses
+            ``fx.config``'s ``default_matmul_precision``. The CPU ignores it.
         preferred_element_type: the result's dtype (the operands are converted to it
             first); None keeps their dtype.
 
@@ -369,7 +372,8 @@ def dot_general(lhs: Any, rhs: Any, dimension_numbers: Any, precision: Any = Non
         dt = np.dtype(preferred_element_type)
         lhs, rhs = (_ew.convert_element_type(lhs, new_dtype=dt),
                     _ew.convert_element_type(rhs, new_dtype=dt))
-    return _linalg.dot_general(lhs, rhs, dimension_numbers=dimension_numbers)
+    return _linalg.dot_general(lhs, rhs, dimension_numbers=dimension_numbers,
+                               precision=precision)
 
 
 def broadcast_in_dim(operand: Any, shape: Sequence[int],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Sequence
 
+import ml_dtypes
 import numpy as np
 
 import functx.numpy as fnp
@@ -24,15 +25,19 @@ def array(x: Any) -> Any:
     return fnp.asarray(x)
 
 
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
 def float_array(x: Any, fn: str, name: str = "input") -> Any:
-    """``x`` as a real floating-point array: integer and bool inputs become float64.
+    """``x`` as a real floating-point array (bfloat16 included): integer and bool inputs
+    become float64.
 
     Raises:
         DTypeError: ``x`` is complex (functx.nn works on real values).
     """
     a = array(x)
     kind = np.dtype(a.dtype).kind
-    if kind == "f":
+    if kind == "f" or a.dtype == _BFLOAT16:
         return a
     if kind == "c":
         raise DTypeError(f"functx.nn.{fn}: {name} has complex dtype {a.dtype}; functx.nn "

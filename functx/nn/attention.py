@@ -3,9 +3,10 @@ an additive ``bias`` and logit soft-capping; and ``dot_product_attention``, jax.
 signature and ``[batch, length, heads, features]`` layout on top of it.
 
 Without dropout (``dropout_p == 0``, the usual case, and evaluation) and for float16,
-float32 and float64 operands, the attention is ONE fused primitive,
+bfloat16, float32 and float64 operands, the attention is ONE fused primitive,
 ``functx.primitives.attention.dot_product_attention`` (cuBLAS GEMMs and one fused row
-kernel per pass on CUDA; float16 computes in float32 and is rounded once, at the end). Its
+kernel per pass on CUDA; float16 and bfloat16 compute in float32 and are rounded once, at
+the end). Its
 backward pass keeps only the primitive's inputs (query, key, value as broadcast, and the
 bias and mask folded into one additive bias of their broadcast shape, never expanded to
 the scores' shape) and recomputes the probabilities from them, so
@@ -16,8 +17,8 @@ in chunks of the batch of at most 64 MiB each, and with a causal mask in blocks 
 rows that skip most of the masked triangle). Every transform works through it: its
 derivatives of every order, its forward mode and its batching rule are registered with it.
 
-With dropout (``dropout_p > 0``), or other dtypes (bfloat16, or operands whose dtypes do
-not promote to one of those three), the attention is a composite of functx operations
+With dropout (``dropout_p > 0``), or other dtypes (operands whose dtypes do not promote
+to one of those four, such as bfloat16 with float32), the attention is a composite of functx operations
 (two matmuls around a stable softmax), and ``recompute`` chooses the memory of its
 backward pass:
 
@@ -51,6 +52,7 @@ import contextlib
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 import functx.numpy as fnp
@@ -124,7 +126,8 @@ def _check_shapes(q: Any, k: Any, v: Any, enable_gqa: bool) -> tuple[Any, Any]:
     return k, v
 
 
-_FUSED_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_FUSED_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float32),
+                 np.dtype(np.float64))
 
 
 def _fused(q: Any, k: Any, v: Any, mask: Any, b: Any, dtype: np.dtype, factor: float,
@@ -186,8 +189,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
        same key gives the same mask, so recomputation reproduces it);
     7. ``probabilities @ value``.
 
-    Memory (see the module docstring): without dropout, for float16, float32 and float64
-    operands, the attention is one fused primitive whose backward pass keeps no ``(..., L, S)``
+    Memory (see the module docstring): without dropout, for float16, bfloat16, float32 and
+    float64 operands, the attention is one fused primitive whose backward pass keeps no ``(..., L, S)``
     array, whatever ``recompute`` says. With dropout (or other dtypes) it is a composite:
     with ``recompute=False`` the backward pass keeps the ``(..., L, S)`` probabilities and
     softmax intermediates; with ``recompute=True`` it keeps no ``(..., L, S)`` array
@@ -209,8 +212,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         bias: None or a float array broadcasting to ``(..., L, S)``, added to the scores.
         softcap: None or a positive float, the cap of the logits.
         dropout_key: a functx.random key for dropout; required when ``dropout_p > 0``.
-        recompute: for the composite path (dropout, or dtypes other than float16, float32
-            and float64): keep nothing of size ``L * S`` for the backward pass and recompute it
+        recompute: for the composite path (dropout, or dtypes other than float16,
+            bfloat16, float32 and float64): keep nothing of size ``L * S`` for the backward pass and recompute it
             there (memory-lean backward); default False (keep the probabilities). The
             fused path (every other call) is memory-lean either way and ignores it.
 
@@ -254,7 +257,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     b = None
     if bias is not None:
         b = array(bias)
-        if np.dtype(b.dtype).kind != "f":
+        if np.dtype(b.dtype).kind != "f" and np.dtype(b.dtype) != ml_dtypes.bfloat16:
             raise DTypeError(f"functx.nn.{_FN}: bias must be a float array (added to the "
                              f"scores), but it has dtype {b.dtype}.")
         _check_scores_operand("bias", b, scores_shape)
@@ -263,7 +266,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
                             "pass dropout_key=... (functx randomness is key-based), or "
                             "dropout_p=0.0 for evaluation.")
 
-    float_mask = mask is not None and np.dtype(mask.dtype).kind == "f"
+    float_mask = mask is not None and (np.dtype(mask.dtype).kind == "f"
+                                       or np.dtype(mask.dtype) == ml_dtypes.bfloat16)
     try:
         dtype = np.result_type(*(a.dtype for a in (q, k, v, b, mask if float_mask else None)
                                  if a is not None))
@@ -438,7 +442,7 @@ def dot_product_attention(query: Any, key: Any, value: Any, bias: Any = None, ma
     b = None
     if bias is not None:
         b = array(bias)
-        if np.dtype(b.dtype).kind != "f":
+        if np.dtype(b.dtype).kind != "f" and np.dtype(b.dtype) != ml_dtypes.bfloat16:
             raise DTypeError(f"functx.nn.{_JAX_FN}: bias must be a float array, but it has "
                              f"dtype {b.dtype}.")
         b = _to_4d("bias", b)

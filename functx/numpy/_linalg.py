@@ -13,16 +13,24 @@ Differences from NumPy:
       are summed first, so no contraction ever materialises more than it needs.
     * Boolean ``matmul``/``dot`` are computed in int64 and compared with 0 (NumPy's result).
     * ``out=`` is not supported (functx values are immutable).
+
+``matmul``, ``dot``, ``vdot``, ``inner``, ``tensordot`` and ``einsum`` take JAX's keyword
+``precision=`` (``"float32"``/``"highest"``, ``"tensorfloat32"``/``"high"``...; see
+functx/config.py): the precision of their float32 products on CUDA (TF32 tensor cores or
+not); None uses ``fx.config``'s ``default_matmul_precision``. The CPU ignores it.
 """
 from __future__ import annotations
 
 import builtins
+import functools
+import inspect
 import operator
 import string
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from functx import config
 from functx.errors import ShapeError
 from functx.numpy._promotion import fast_common_dtype, astype, check_no_out, result_type
 from functx.numpy._shape import (
@@ -60,6 +68,25 @@ def _promoted(name: str, *arrays: Any, dtype: Any = None) -> list:
     return [astype(a, dt) if a.dtype != dt else a for a in arrays]
 
 
+def _takes_precision(fn: Callable) -> Callable:
+    """``fn`` with JAX's keyword-only ``precision=`` argument: the products it makes use
+    that precision (through ``fx.default_matmul_precision`` for the call)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, precision: Any = None, **kwargs: Any) -> Any:
+        if precision is None:
+            return fn(*args, **kwargs)
+        with config.default_matmul_precision(precision):
+            return fn(*args, **kwargs)
+
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+    params.insert(at, inspect.Parameter("precision", inspect.Parameter.KEYWORD_ONLY,
+                                        default=None, annotation="Any"))
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    return wrapper
+
+
 def _contract(a: Any, b: Any, contracting: tuple, batch: tuple = ((), ())) -> Any:
     """``dot_general``; booleans go through int64 and come back as ``!= 0`` (NumPy's result)."""
     if a.dtype == np.bool_:
@@ -68,6 +95,7 @@ def _contract(a: Any, b: Any, contracting: tuple, batch: tuple = ((), ())) -> An
     return _la.dot_general(a, b, dimension_numbers=(contracting, batch))
 
 
+@_takes_precision
 def matmul(x1: Any, x2: Any, /, out: Any = None, *, dtype: Any = None) -> Any:
     """The matrix product ``x1 @ x2`` with NumPy's rules.
 
@@ -108,6 +136,7 @@ def matmul(x1: Any, x2: Any, /, out: Any = None, *, dtype: Any = None) -> Any:
     return _p.squeeze(res, drop) if drop else res
 
 
+@_takes_precision
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     """The sum of products over the given axes (NumPy's ``tensordot``).
 
@@ -140,6 +169,7 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Any:
     return _contract(a, b, (a_axes, b_axes))
 
 
+@_takes_precision
 def dot(a: Any, b: Any, out: Any = None) -> Any:
     """NumPy's ``dot``: a product for scalars, else the last axis of ``a`` contracted with
     the second-to-last axis of ``b`` (its only axis if 1-D)."""
@@ -150,6 +180,7 @@ def dot(a: Any, b: Any, out: Any = None) -> Any:
     return tensordot(a, b, ((len(a.shape) - 1,), (builtins.max(len(b.shape) - 2, 0),)))
 
 
+@_takes_precision
 def vdot(a: Any, b: Any, /) -> Any:
     """The dot product of the flattened arrays (the first one conjugated if complex)."""
     a, b = _promoted("vdot", a, b)
@@ -162,6 +193,7 @@ def vdot(a: Any, b: Any, /) -> Any:
     return _contract(a, b, ((0,), (0,)))
 
 
+@_takes_precision
 def inner(a: Any, b: Any, /) -> Any:
     """The sum of products over the last axes (a product for scalars)."""
     a, b = _promoted("inner", a, b)
@@ -281,6 +313,7 @@ def _take_diagonals(x: Any, labels: list[str]) -> tuple[Any, list[str]]:
     return x, labels
 
 
+@_takes_precision
 def einsum(*operands: Any, out: Any = None, optimize: Any = False, dtype: Any = None,
            casting: str = "safe") -> Any:
     """Einstein summation, as ``numpy.einsum`` (string or interleaved operand/sublist form).

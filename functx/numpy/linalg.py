@@ -536,7 +536,8 @@ def matrix_power(a: Any, n: int) -> Any:
 
 def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
     """The product of a chain of matrices (first may be 1-D, last may be 1-D), in the order
-    that costs fewest multiplications (dynamic programming, as NumPy)."""
+    that costs fewest multiplications (dynamic programming, as NumPy); ``precision`` as in
+    ``fnp.matmul`` (functx/config.py)."""
     arrays = [fnp.asarray(x) for x in arrays]
     if len(arrays) < 2:
         raise FunctxError("functx.numpy.linalg.multi_dot needs at least two arrays.")
@@ -561,7 +562,8 @@ def multi_dot(arrays: Sequence[Any], *, precision: Any = None) -> Any:
     def chain(i: int, j: int) -> Any:
         if i == j:
             return arrays[i]
-        return fnp.matmul(chain(i, split[i][j]), chain(split[i][j] + 1, j))
+        return fnp.matmul(chain(i, split[i][j]), chain(split[i][j] + 1, j),
+                          precision=precision)
     out = chain(0, k - 1)
     if first_vec:
         out = out[0]
@@ -637,8 +639,8 @@ def diagonal(x: Any, /, *, offset: int = 0) -> Any:
 
 def matmul(x1: Any, x2: Any, /, *, precision: Any = None,
            preferred_element_type: Any = None) -> Any:
-    """The matrix product (``fnp.matmul``)."""
-    return fnp.matmul(x1, x2, dtype=preferred_element_type)
+    """The matrix product (``fnp.matmul``; ``precision`` as there, see functx/config.py)."""
+    return fnp.matmul(x1, x2, dtype=preferred_element_type, precision=precision)
 
 
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:

@@ -34,8 +34,8 @@ composite. Batching: the leading dimensions are batch dimensions, so a batch axi
 them passes through; otherwise it moves to the front of ``q``, ``k``, ``v`` (and ``ct``),
 unbatched ones are broadcast, and a batched bias gets unit axes to broadcast against them.
 
-The CPU implementation is the same algorithm in NumPy. On both backends float16 operands
-(and bfloat16 ones, CPU only) compute in float32 and the results are rounded once, at the
+The CPU implementation is the same algorithm in NumPy. On both backends float16 and
+bfloat16 operands compute in float32 and the results are rounded once, at the
 end (as PyTorch's fused float16 attention accumulates in float32); float32 and float64
 compute in their own dtype. The composite rules do the same (``in_float32``).
 """

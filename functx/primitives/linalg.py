@@ -3,6 +3,12 @@
 ``dimension_numbers = ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``. The
 output holds the batch axes (in ``lhs_batch`` order), then ``x``'s free axes, then ``y``'s
 free axes, each in their original order. Both operands need one dtype.
+
+``precision`` (a parameter only where it is not the default): ``"tensorfloat32"`` lets
+float32 and complex64 products on CUDA use TF32 tensor cores; it is the resolved value of
+the ``precision=`` argument or of ``fx.config``'s ``default_matmul_precision`` (see
+functx/config.py), read when the primitive is bound. The CPU ignores it. Derivative and
+batching rules pass it on to the products they make.
 """
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from functx import config
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import shape as _shape
@@ -34,8 +41,8 @@ dot_general_p = Primitive("dot_general")
 
 
 @dot_general_p.def_abstract_eval
-def _dot_general_aval(x: AbstractArray, y: AbstractArray, *,
-                      dimension_numbers: tuple) -> AbstractArray:
+def _dot_general_aval(x: AbstractArray, y: AbstractArray, *, dimension_numbers: tuple,
+                      precision: str | None = None) -> AbstractArray:
     (xc, yc), (xb, yb) = dimension_numbers
     dtype = same_dtypes("dot_general", x, y)
 
@@ -79,7 +86,8 @@ def _contraction_plan(x_shape: tuple, y_shape: tuple, dimension_numbers: tuple) 
 
 
 @dot_general_p.def_impl
-def _dot_general_impl(xp, x, y, *, dimension_numbers):
+def _dot_general_impl(xp, x, y, *, dimension_numbers, precision=None):
+    # (precision: NumPy's BLAS has no TF32 mode; float32 is computed in float32)
     if x.dtype.kind == "V" and x.dtype.name == "bfloat16":
         # No BLAS for bfloat16 (ml_dtypes' matmul returns float32): accumulate in float32
         # and round once to the bfloat16 result the shape rule promises.
@@ -137,24 +145,32 @@ def _transpose_plan(dimension_numbers: tuple, x_ndim: int, y_ndim: int) -> tuple
 
 
 @dot_general_p.def_vjp(save_inputs=(0, 1), selective=True)
-def _dot_general_vjp(ct, ins, out, *, dimension_numbers, needs=(True, True)):
+def _dot_general_vjp(ct, ins, out, *, dimension_numbers, needs=(True, True),
+                     precision=None):
     x, y = ins
     x_dims, x_perm, y_dims, y_perm = _transpose_plan(dimension_numbers, x.ndim, y.ndim)
+    extra = _precision_param(precision)
     ct_x = ct_y = None
     if needs[0]:
-        ct_x = _shape.transpose_if_needed(bind(dot_general_p, ct, y, dimension_numbers=x_dims),
-                                          x_perm)
+        ct_x = _shape.transpose_if_needed(
+            bind(dot_general_p, ct, y, dimension_numbers=x_dims, **extra), x_perm)
     if needs[1]:
-        ct_y = _shape.transpose_if_needed(bind(dot_general_p, x, ct, dimension_numbers=y_dims),
-                                          y_perm)
+        ct_y = _shape.transpose_if_needed(
+            bind(dot_general_p, x, ct, dimension_numbers=y_dims, **extra), y_perm)
     return ct_x, ct_y
 
 
+def _precision_param(precision: str | None) -> dict:
+    """The parameters that carry a (resolved) precision: none for the default float32."""
+    return {} if precision is None or precision == config.FLOAT32 else {"precision": precision}
+
+
 @dot_general_p.def_jvp
-def _dot_general_jvp(tangents, primals, out, *, dimension_numbers):
+def _dot_general_jvp(tangents, primals, out, *, dimension_numbers, precision=None):
     # Bilinear: d(x . y) = tx . y + x . ty, skipping zero (None) tangents.
     (tx, ty), (x, y) = tangents, primals
-    dot = lambda a, b: bind(dot_general_p, a, b, dimension_numbers=dimension_numbers)
+    extra = _precision_param(precision)
+    dot = lambda a, b: bind(dot_general_p, a, b, dimension_numbers=dimension_numbers, **extra)
     return add_tangents(None if tx is None else dot(tx, y), None if ty is None else dot(x, ty))
 
 
@@ -164,7 +180,7 @@ def _shift(axes: Sequence[int], d: int) -> tuple[int, ...]:
 
 
 @dot_general_p.def_batch
-def _dot_general_batch(args, dims, *, dimension_numbers):
+def _dot_general_batch(args, dims, *, dimension_numbers, precision=None):
     # The batch axes are folded into the dimension numbers; no operand moves. Both batched:
     # one more dot_general batch axis, the output's first. One batched: a free axis of that
     # operand, placed by the output layout (batch axes, x's free axes, y's free axes).
@@ -172,7 +188,8 @@ def _dot_general_batch(args, dims, *, dimension_numbers):
     (xc, yc), (xb, yb) = dimension_numbers
     if dx is not None and dy is not None:
         new = ((_shift(xc, dx), _shift(yc, dy)), ((dx,) + _shift(xb, dx), (dy,) + _shift(yb, dy)))
-        return bind(dot_general_p, x, y, dimension_numbers=new), 0
+        return bind(dot_general_p, x, y, dimension_numbers=new,
+                    **_precision_param(precision)), 0
     if dx is not None:
         xc, xb = _shift(xc, dx), _shift(xb, dx)
         out_dim = len(xb) + _free_axes(ndim_of(x), xc, xb).index(dx)
@@ -180,10 +197,12 @@ def _dot_general_batch(args, dims, *, dimension_numbers):
         yc, yb = _shift(yc, dy), _shift(yb, dy)
         out_dim = (len(xb) + len(_free_axes(ndim_of(x), xc, xb))
                    + _free_axes(ndim_of(y), yc, yb).index(dy))
-    return bind(dot_general_p, x, y, dimension_numbers=((xc, yc), (xb, yb))), out_dim
+    return bind(dot_general_p, x, y, dimension_numbers=((xc, yc), (xb, yb)),
+                **_precision_param(precision)), out_dim
 
 
-def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:
+def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL,
+                precision: Any = None) -> Any:
     """The contraction of ``x`` and ``y`` described by ``dimension_numbers``.
 
     Args:
@@ -191,6 +210,10 @@ def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:
         dimension_numbers: ``((x_contracting, y_contracting), (x_batch, y_batch))``, each a
             sequence of axes (negative axes count from the end). The default is the matrix
             product of two 2-D arrays.
+        precision: for float32/complex64 operands on CUDA, ``"float32"``/``"highest"`` or
+            ``"tensorfloat32"``/``"high"`` (TF32 tensor cores), JAX's names (see
+            functx/config.py); None: ``fx.config``'s ``default_matmul_precision``
+            (float32 unless set). No effect on the CPU or on other dtypes.
 
     Returns:
         An array with the batch axes, then ``x``'s free axes, then ``y``'s free axes.
@@ -203,7 +226,10 @@ def dot_general(x: Any, y: Any, *, dimension_numbers: Any = _MATMUL) -> Any:
         dims = _normalized_dims(dimension_numbers, nx, ny)
     except TypeError:  # lists instead of tuples: not hashable, so not memoised
         dims = _normalized_dims.__wrapped__(dimension_numbers, nx, ny)
-    return bind(dot_general_p, x, y, dimension_numbers=dims)
+    if precision is None and config.default_precision() == config.FLOAT32:
+        return bind(dot_general_p, x, y, dimension_numbers=dims)  # (the common case)
+    return bind(dot_general_p, x, y, dimension_numbers=dims,
+                **_precision_param(config.matmul_precision(precision)))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -103,10 +103,10 @@ def scipy_rule(ufunc: Callable) -> Callable:
                      np.dtype(np.float64))
         compute = dtype if dtype in _NATIVE else np.dtype(np.float32)
         # Python scalars become 0-d arrays: SciPy's ufuncs would pick their float64 loop.
-        out = ufunc(*(a if type(a) not in _PY_SCALARS and a.dtype == compute
-                      else np.asarray(a, compute) for a in args))
-        if compute != dtype:
-            out = np.asarray(out).astype(dtype)
+        out = ufunc(*(np.asarray(a, compute) if type(a) in _PY_SCALARS
+                      else a if a.dtype == compute else a.astype(compute) for a in args))
+        if compute != dtype:  # (astype keeps an array subclass: a device's, in tests)
+            out = (out if isinstance(out, np.ndarray) else np.asarray(out)).astype(dtype)
         return out if isinstance(out, np.ndarray) else xp.asarray(out, dtype)
     rule.__name__ = rule.__qualname__ = f"scipy_{ufunc.__name__}"
     return rule

@@ -300,6 +300,9 @@ class Primitive:
                     f"backend={backend.name!r}) or a generic one with def_impl(fn).")
             fn = (getattr(backend.xp, rule) if isinstance(rule, str)
                   else functools.partial(rule, backend.xp))
+            adapt = getattr(backend, "adapt_impl", None)
+            if adapt is not None:  # (CUDA: its bfloat16 guard)
+                fn = adapt(fn, self)
             self._impl_cache[backend.name] = fn
         return fn
 

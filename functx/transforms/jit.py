@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from functx import compiler as _compiler
-from functx import tracing, tree
+from functx import config, tracing, tree
 from functx.compiler.cuda_graph import CudaGraph, cuda_graphs_enabled
 from functx.compiler.lowering import Lowered, fuse, numba_available
 from functx.compiler.passes import optimize
@@ -399,7 +399,8 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                   tuple(sorted(flat.static_kwargs.items())))
         avals = tuple(abstractify(x) for x in leaves)
         devices = tuple(None if type(x) is Tracer else device_of(x) for x in leaves)
-        key = (flat.in_tree, avals, devices, static, get_default_device())
+        key = (flat.in_tree, avals, devices, static, get_default_device(),
+               config.trace_context())  # (options read while tracing: matmul precision)
         try:
             compiled = cache.get(key)
         except TypeError:

@@ -24,8 +24,9 @@ Here each plan takes one kernel and one batched GEMM per chunk of the batch:
   returned as a transposed view of the ``(O, N, *out)`` sums, which the VJP's own
   transposition turns back into a contiguous array.
 
-Other cases (feature groups, float16, more than 3 spatial axes, sizes past 32-bit index
-arithmetic) run the generic implementation. Kernels index with 32-bit integers within a
+bfloat16 runs these plans on float32 copies of the operands and rounds the result once
+(the CPU computes it in float32 too). Other cases (feature groups, float16, more than 3
+spatial axes, sizes past 32-bit index arithmetic) run the generic implementation. Kernels index with 32-bit integers within a
 row and 64-bit offsets; spatial axes are padded to three with leading axes of size 1.
 """
 from __future__ import annotations
@@ -33,11 +34,14 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 
 from functx.primitives._util import out_spatial
 from functx.primitives.cuda._kernels import CTYPE, raw_function
 from functx.primitives.cuda.linalg import gemm_strided_batched as gemm
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 # Largest column (or product) buffer of one chunk, in bytes.
 _CHUNK_BYTES = 1 << 28
@@ -185,8 +189,11 @@ def conv_general_dilated(xp: Any, lhs: Any, rhs: Any, *, window_strides: tuple,
     implementation, used where these plans do not apply."""
     params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
                   rhs_dilation=rhs_dilation, feature_group_count=feature_group_count)
-    nd = lhs.ndim - 2
     dt = np.dtype(lhs.dtype)
+    if dt == _BFLOAT16:  # float32 inside, rounded once
+        return conv_general_dilated(xp, lhs.astype(np.float32), rhs.astype(np.float32),
+                                    fallback=fallback, **params).astype(dt)
+    nd = lhs.ndim - 2
     n, c = lhs.shape[:2]
     o = rhs.shape[0]
     kernel, in_sizes = tuple(rhs.shape[2:]), tuple(lhs.shape[2:])

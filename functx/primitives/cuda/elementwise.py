@@ -1,6 +1,7 @@
 """CUDA implementations of elementwise primitives (functx/primitives/elementwise.py).
 
-* ``erf``: CUDA's ``erf`` (within 2 ulp; float16 through float32) instead of the generic
+* ``erf``: CUDA's ``erf`` (within 2 ulp; float16 and bfloat16 through float32, rounded
+  once) instead of the generic
   table-driven polynomial, which indexes with boolean masks (a device synchronisation).
 
 Each function here is an impl rule ``fn(xp, *arrays, **params)`` with ``xp`` = cupy,
@@ -22,7 +23,7 @@ def _erf_kernel(xp: Any) -> Any:
 
 
 def erf(xp: Any, x: Any) -> Any:
-    """The error function with CUDA's ``erf`` (float16 through float32)."""
-    if x.dtype == np.float16:
-        return _erf_kernel(xp)(x.astype(np.float32)).astype(np.float16)
+    """The error function with CUDA's ``erf`` (float16 and bfloat16 through float32)."""
+    if x.dtype.itemsize == 2:  # float16, bfloat16 (erf takes floating-point operands only)
+        return _erf_kernel(xp)(x.astype(np.float32)).astype(x.dtype)
     return _erf_kernel(xp)(x)

@@ -4,7 +4,11 @@ and their gradients (functx/primitives/fused.py).
 Row kernels: one block per row of the (contiguous) last axis, each thread striding over the
 row, block-wide sums and maxima through warp shuffles and 33 shared values (the helpers of
 functx/primitives/cuda/_kernels.py). A row is read two to four times, from L1/L2 after the
-first. float16 computes in float32. GELU and its gradient are one elementwise kernel each.
+first. bfloat16 rows are loaded and stored as bfloat16 (``__nv_bfloat16``) with float32
+math inside (the storage type ``S`` of functx/primitives/cuda/_kernels.py); float16 rows are
+cast to float32 copies around the kernels; weights, biases and the partial column sums are
+float32. GELU and its gradient are one elementwise kernel each (float16 and bfloat16 cast
+to float32 around them).
 
 Each function here is an impl rule ``fn(xp, *arrays, **params)`` with ``xp`` = cupy,
 registered next to its primitive with ``p.def_impl(fn, backend="cuda")``. Importing this
@@ -19,54 +23,54 @@ from typing import Any
 import numpy as np
 
 from functx.primitives.cuda._kernels import (ROW_HELPERS, compute_dtype, elementwise_kernel,
-                                              raw_function, row_launch)
+                                              raw_function, row_launch, storage_dtype)
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
 
 _SOURCE = ROW_HELPERS + r"""
 // mean and 1 / sqrt(biased variance + eps) of one row (two passes).
-__device__ void functx_row_stats(const T* xr, int d, T eps, T* buf, T* mean, T* rstd) {
+__device__ void functx_row_stats(const S* xr, int d, T eps, T* buf, T* mean, T* rstd) {
     T s = 0;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) s += xr[j];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) s += functx_ld(xr[j]);
     const T m = functx_block_sum(s, buf) / (T)d;
     T v = 0;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        const T c = xr[j] - m;
+        const T c = functx_ld(xr[j]) - m;
         v += c * c;
     }
     *mean = m;
     *rstd = (T)1 / sqrt(functx_block_sum(v, buf) / (T)d + eps);
 }
 
-extern "C" __global__ void functx_layer_norm(const T* x, const T* w, const T* b, T* y,
+extern "C" __global__ void functx_layer_norm(const S* x, const T* w, const T* b, S* y,
                                              int d, int ws, int bs, T eps) {
     __shared__ T buf[33];
     const long long off = (long long)blockIdx.x * d;
     T mean, rstd;
     functx_row_stats(x + off, d, eps, buf, &mean, &rstd);
     for (int j = threadIdx.x; j < d; j += blockDim.x)
-        y[off + j] = (x[off + j] - mean) * rstd * w[j * ws] + b[j * bs];
+        y[off + j] = functx_st((functx_ld(x[off + j]) - mean) * rstd * w[j * ws] + b[j * bs]);
 }
 
 // layer_norm_grad's dx of one row (x, g and dx point at the row), statistics recomputed;
 // with pw and pb, also adds the row's g * xhat and g to them, column by column.
-__device__ void functx_layer_norm_grad_row(const T* x, const T* w, const T* g, T* dx, int d,
+__device__ void functx_layer_norm_grad_row(const S* x, const T* w, const S* g, S* dx, int d,
                                            int ws, T eps, T* buf, T* pw, T* pb) {
     T mean, rstd;
     functx_row_stats(x, d, eps, buf, &mean, &rstd);
     T s1 = 0, s2 = 0;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        const T gw = g[j] * w[j * ws];
+        const T gw = functx_ld(g[j]) * w[j * ws];
         s1 += gw;
-        s2 += gw * ((x[j] - mean) * rstd);
+        s2 += gw * ((functx_ld(x[j]) - mean) * rstd);
     }
     const T m1 = functx_block_sum(s1, buf) / (T)d;
     const T m2 = functx_block_sum(s2, buf) / (T)d;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        const T gv = g[j];
-        const T xh = (x[j] - mean) * rstd;
-        dx[j] = rstd * ((gv * w[j * ws] - m1) - xh * m2);
+        const T gv = functx_ld(g[j]);
+        const T xh = (functx_ld(x[j]) - mean) * rstd;
+        dx[j] = functx_st(rstd * ((gv * w[j * ws] - m1) - xh * m2));
         if (pw != nullptr) {
             pw[j] += gv * xh;
             pb[j] += gv;
@@ -74,7 +78,7 @@ __device__ void functx_layer_norm_grad_row(const T* x, const T* w, const T* g, T
     }
 }
 
-extern "C" __global__ void functx_layer_norm_grad(const T* x, const T* w, const T* g, T* dx,
+extern "C" __global__ void functx_layer_norm_grad(const S* x, const T* w, const S* g, S* dx,
                                                   int d, int ws, T eps) {
     __shared__ T buf[33];
     const long long off = (long long)blockIdx.x * d;
@@ -85,7 +89,7 @@ extern "C" __global__ void functx_layer_norm_grad(const T* x, const T* w, const 
 // layer_norm_grad's dx for rows blockIdx.x, blockIdx.x + gridDim.x, ..., and this block's
 // sums of g * xhat and of g per column: row blockIdx.x of part, shaped (gridDim.x, 2, d).
 // Each column is always handled by the same thread, so the sums need no atomics.
-extern "C" __global__ void functx_layer_norm_grads(const T* x, const T* w, const T* g, T* dx,
+extern "C" __global__ void functx_layer_norm_grads(const S* x, const T* w, const S* g, S* dx,
                                                    T* part, long long rows, int d, int ws,
                                                    T eps) {
     __shared__ T buf[33];
@@ -111,30 +115,33 @@ extern "C" __global__ void functx_column_sums(const T* p, T* out, int n, int m) 
 }
 
 // log_softmax's VJP: dx = g - exp(y) * sum(g), one block per row.
-extern "C" __global__ void functx_log_softmax_grad(const T* y, const T* g, T* dx, int d) {
+extern "C" __global__ void functx_log_softmax_grad(const S* y, const S* g, S* dx, int d) {
     __shared__ T buf[33];
     const long long off = (long long)blockIdx.x * d;
     T s = 0;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) s += g[off + j];
+    for (int j = threadIdx.x; j < d; j += blockDim.x) s += functx_ld(g[off + j]);
     s = functx_block_sum(s, buf);
-    for (int j = threadIdx.x; j < d; j += blockDim.x) dx[off + j] = g[off + j] - exp(y[off + j]) * s;
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+        dx[off + j] = functx_st(functx_ld(g[off + j]) - exp(functx_ld(y[off + j])) * s);
 }
 
-extern "C" __global__ void functx_softmax(const T* x, T* y, int d, int log_out) {
+extern "C" __global__ void functx_softmax(const S* x, S* y, int d, int log_out) {
     __shared__ T buf[33];
     const long long off = (long long)blockIdx.x * d;
     T m = NEG_INF;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) m = functx_max(m, x[off + j]);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) m = functx_max(m, functx_ld(x[off + j]));
     m = functx_block_max(m, buf);
     if (!(m - m == (T)0)) m = (T)0;  // not finite: shift by 0 (NaN rows stay NaN)
     T s = 0;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) s += exp(x[off + j] - m);
+    for (int j = threadIdx.x; j < d; j += blockDim.x) s += exp(functx_ld(x[off + j]) - m);
     s = functx_block_sum(s, buf);
     if (log_out) {
         const T ls = log(s);
-        for (int j = threadIdx.x; j < d; j += blockDim.x) y[off + j] = (x[off + j] - m) - ls;
+        for (int j = threadIdx.x; j < d; j += blockDim.x)
+            y[off + j] = functx_st((functx_ld(x[off + j]) - m) - ls);
     } else {
-        for (int j = threadIdx.x; j < d; j += blockDim.x) y[off + j] = exp(x[off + j] - m) / s;
+        for (int j = threadIdx.x; j < d; j += blockDim.x)
+            y[off + j] = functx_st(exp(functx_ld(x[off + j]) - m) / s);
     }
 }
 """
@@ -154,16 +161,16 @@ def layer_norm(xp: Any, x: Any, w: Any, b: Any, *, eps: float) -> Any:
     dt = np.dtype(x.dtype)
     if x.size == 0:
         return xp.zeros(x.shape, dt)
-    ct = compute_dtype(dt)
+    ct, st = compute_dtype(dt), storage_dtype(dt)
     d = x.shape[-1]
-    xc = xp.ascontiguousarray(x, dtype=ct)
+    xc = xp.ascontiguousarray(x, dtype=st)
     wc, ws = _row_param(xp, w, ct)
     bc, bs = _row_param(xp, b, ct)
-    y = xp.empty(x.shape, ct)
+    y = xp.empty(x.shape, st)
     grid, block = row_launch(d, x.size // d)
-    raw_function(xp, _SOURCE, "functx_layer_norm", ct)(
+    raw_function(xp, _SOURCE, "functx_layer_norm", ct, st)(
         grid, block, (xc, wc, bc, y, np.int32(d), np.int32(ws), np.int32(bs), ct.type(eps)))
-    return y if ct == dt else y.astype(dt)
+    return y if st == dt else y.astype(dt)
 
 
 def layer_norm_grad(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> Any:
@@ -171,16 +178,16 @@ def layer_norm_grad(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> Any:
     dt = np.dtype(x.dtype)
     if x.size == 0:
         return xp.zeros(x.shape, dt)
-    ct = compute_dtype(dt)
+    ct, st = compute_dtype(dt), storage_dtype(dt)
     d = x.shape[-1]
-    xc = xp.ascontiguousarray(x, dtype=ct)
-    gc = xp.ascontiguousarray(g, dtype=ct)
+    xc = xp.ascontiguousarray(x, dtype=st)
+    gc = xp.ascontiguousarray(g, dtype=st)
     wc, ws = _row_param(xp, w, ct)
-    dx = xp.empty(x.shape, ct)
+    dx = xp.empty(x.shape, st)
     grid, block = row_launch(d, x.size // d)
-    raw_function(xp, _SOURCE, "functx_layer_norm_grad", ct)(
+    raw_function(xp, _SOURCE, "functx_layer_norm_grad", ct, st)(
         grid, block, (xc, wc, gc, dx, np.int32(d), np.int32(ws), ct.type(eps)))
-    return dx if ct == dt else dx.astype(dt)
+    return dx if st == dt else dx.astype(dt)
 
 
 # Blocks of layer_norm_grads (each sums the columns of its rows) and the bytes their partial
@@ -196,22 +203,23 @@ def layer_norm_grads(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> tuple:
     d = x.shape[-1]
     if x.size == 0:
         return xp.zeros(x.shape, dt), xp.zeros((d,), dt), xp.zeros((d,), dt)
-    ct = compute_dtype(dt)
+    ct, st = compute_dtype(dt), storage_dtype(dt)
     rows = x.size // d
-    xc = xp.ascontiguousarray(x, dtype=ct)
-    gc = xp.ascontiguousarray(g, dtype=ct)
+    xc = xp.ascontiguousarray(x, dtype=st)
+    gc = xp.ascontiguousarray(g, dtype=st)
     wc, ws = _row_param(xp, w, ct)
     _, block = row_launch(d, rows)
     nb = max(1, min(rows, _LN_GRADS_BLOCKS, _LN_GRADS_PARTIAL_BYTES // (2 * d * ct.itemsize)))
-    dx = xp.empty(x.shape, ct)
+    dx = xp.empty(x.shape, st)
     part = xp.empty((nb, 2 * d), ct)
     sums = xp.empty((2 * d,), ct)
-    raw_function(xp, _SOURCE, "functx_layer_norm_grads", ct)(
+    raw_function(xp, _SOURCE, "functx_layer_norm_grads", ct, st)(
         (nb,), block, (xc, wc, gc, dx, part, np.int64(rows), np.int32(d), np.int32(ws),
                        ct.type(eps)))
-    raw_function(xp, _SOURCE, "functx_column_sums", ct)(
+    raw_function(xp, _SOURCE, "functx_column_sums", ct, st)(
         (-(-2 * d // 256),), (256,), (part, sums, np.int32(nb), np.int32(2 * d)))
-    return tuple(a if ct == dt else a.astype(dt) for a in (dx, sums[:d], sums[d:]))
+    return (dx if st == dt else dx.astype(dt),
+            *(a if ct == dt else a.astype(dt) for a in (sums[:d], sums[d:])))
 
 
 def log_softmax_grad(xp: Any, y: Any, g: Any, *, axis: int) -> Any:
@@ -219,16 +227,16 @@ def log_softmax_grad(xp: Any, y: Any, g: Any, *, axis: int) -> Any:
     dt = np.dtype(y.dtype)
     if y.size == 0:
         return xp.zeros(y.shape, dt)
-    ct = compute_dtype(dt)
+    ct, st = compute_dtype(dt), storage_dtype(dt)
     last = y.ndim - 1
     yc, gc = ((xp.ascontiguousarray(a if axis == last else xp.moveaxis(a, axis, last),
-                                    dtype=ct)) for a in (y, g))
+                                    dtype=st)) for a in (y, g))
     d = yc.shape[-1]
-    dx = xp.empty(yc.shape, ct)
+    dx = xp.empty(yc.shape, st)
     grid, block = row_launch(d, yc.size // d)
-    raw_function(xp, _SOURCE, "functx_log_softmax_grad", ct)(grid, block,
-                                                              (yc, gc, dx, np.int32(d)))
-    if ct != dt:
+    raw_function(xp, _SOURCE, "functx_log_softmax_grad", ct, st)(grid, block,
+                                                                  (yc, gc, dx, np.int32(d)))
+    if st != dt:
         dx = dx.astype(dt)
     return dx if axis == last else xp.moveaxis(dx, last, axis)
 
@@ -237,15 +245,15 @@ def _softmax_rows(xp: Any, x: Any, axis: int, log_out: bool) -> Any:
     dt = np.dtype(x.dtype)
     if x.size == 0:
         return xp.zeros(x.shape, dt)
-    ct = compute_dtype(dt)
+    ct, st = compute_dtype(dt), storage_dtype(dt)
     last = x.ndim - 1
-    xc = xp.ascontiguousarray(x if axis == last else xp.moveaxis(x, axis, last), dtype=ct)
+    xc = xp.ascontiguousarray(x if axis == last else xp.moveaxis(x, axis, last), dtype=st)
     d = xc.shape[-1]
-    y = xp.empty(xc.shape, ct)
+    y = xp.empty(xc.shape, st)
     grid, block = row_launch(d, xc.size // d)
-    raw_function(xp, _SOURCE, "functx_softmax", ct)(grid, block, (xc, y, np.int32(d),
-                                                                  np.int32(log_out)))
-    if ct != dt:
+    raw_function(xp, _SOURCE, "functx_softmax", ct, st)(grid, block, (xc, y, np.int32(d),
+                                                                      np.int32(log_out)))
+    if st != dt:
         y = y.astype(dt)
     return y if axis == last else xp.moveaxis(y, last, axis)
 
@@ -288,7 +296,7 @@ def _gelu_grad_kernel(xp: Any, approximate: str) -> Any:
 
 
 def gelu(xp: Any, x: Any, *, approximate: str) -> Any:
-    """GELU in one elementwise kernel (float16 through float32)."""
+    """GELU in one elementwise kernel (float16 and bfloat16 through float32)."""
     dt = np.dtype(x.dtype)
     ct = compute_dtype(dt)
     y = _gelu_kernel(xp, approximate)(x.astype(ct, copy=False))
@@ -296,7 +304,7 @@ def gelu(xp: Any, x: Any, *, approximate: str) -> Any:
 
 
 def gelu_grad(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
-    """``g * gelu'(x)`` in one elementwise kernel (float16 through float32)."""
+    """``g * gelu'(x)`` in one elementwise kernel (float16 and bfloat16 through float32)."""
     dt = np.dtype(x.dtype)
     ct = compute_dtype(dt)
     y = _gelu_grad_kernel(xp, approximate)(x.astype(ct, copy=False),

@@ -5,8 +5,9 @@
   found with ``atomicMax``) and only that one is written: NumPy's last-write-wins order.
 * ``scatter_add``: ``cupyx.scatter_add`` (atomic adds) for the dtypes CUDA has atomics
   for; int64 adds as uint64 (the same bits in two's complement), complex as pairs of
-  reals, narrower integers and bool in 32 bits. Atomic float additions happen in no fixed
-  order, so float results may differ from the CPU in the last bits.
+  reals, narrower integers and bool in 32 bits, bfloat16 in float32 (rounded once).
+  Atomic float additions happen in no fixed order, so float results may differ from the
+  CPU in the last bits.
 * ``take_along``/``put_along``: one elementwise kernel each (the generic rules take several
   passes: range mask, clamped take, select).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from functx.primitives.cuda._kernels import elementwise_kernel
@@ -110,6 +112,7 @@ def put_along(xp: Any, indices: Any, updates: Any, *, axis: int, size: int) -> A
     return out
 
 
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _ATOMIC_ADD = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32,
                                               np.uint32, np.uint64))
 
@@ -141,6 +144,10 @@ def scatter_add(xp: Any, x: Any, indices: Any, updates: Any, *, axis: int) -> An
         cupyx.scatter_add(out.view(real).reshape(out.shape + (2,)), where,
                           upd.reshape(tuple(updates.shape) + (2,)))
         return out
+    if dt == _BFLOAT16:  # no bfloat16 atomics in cupyx: accumulate in float32, round once
+        out = x.astype(np.float32)
+        cupyx.scatter_add(out, where, updates.astype(np.float32))
+        return out.astype(dt)
     if dt.kind in "biu":  # bool, 8- and 16-bit integers: add in 32 bits, cast back
         wide = np.uint32 if dt.kind == "u" else np.int32
         out = x.astype(wide)

@@ -1,10 +1,16 @@
 """CUDA implementations of linear algebra primitives (functx/primitives/linalg.py) and the
 cuBLAS GEMMs that other CUDA implementations (attention, convolution) are built on.
 
-* ``dot_general``: batched products of float16/float32/float64 call cuBLAS's strided
-  batched GEMM directly on the operands' layouts (CuPy's batched ``matmul`` copies
+* ``dot_general``: batched products of float16/bfloat16/float32/float64 call cuBLAS's
+  strided batched GEMM directly on the operands' layouts (CuPy's batched ``matmul`` copies
   float16 operands to float32 and makes transposed operands contiguous); unbatched ones use
-  the 2-D ``matmul``, which takes transposed views as they are.
+  the 2-D ``matmul``, which takes transposed views as they are. float16 and bfloat16
+  products run on tensor cores with float32 accumulation (cuBLAS's ``CUBLAS_COMPUTE_32F``
+  for 16-bit data; CuPy's 2-D ``matmul`` makes the same ``cublasGemmEx`` call). With
+  ``precision="tensorfloat32"`` (functx/config.py), float32 and complex64 products may use
+  TF32 tensor cores: ``CUBLAS_COMPUTE_32F_FAST_TF32`` in the batched GEMM, and CuPy's
+  compute type for float32 (``cupy._core._routines_linalg.set_compute_type``, the switch
+  behind ``CUPY_TF32=1``) set to TF32 around the 2-D ``matmul`` and restored after it.
 * :func:`gemm_strided_batched` (one cuBLAS call for ``x3 @ y3`` on arrays, in their own
   layouts where cuBLAS can read them) and :class:`Gemm` (the same call on raw device
   pointers, for callers that lay out their operands themselves).
@@ -19,6 +25,7 @@ import ctypes
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from functx.backends._cuda import CAPTURING
@@ -29,8 +36,16 @@ def _free(ndim: int, contract: Any, batch: Any) -> tuple[int, ...]:
     return tuple(i for i in range(ndim) if i not in taken)
 
 
-def dot_general(xp: Any, x: Any, y: Any, *, dimension_numbers: tuple) -> Any:
+def dot_general(xp: Any, x: Any, y: Any, *, dimension_numbers: tuple,
+                precision: str | None = None) -> Any:
     """dot_general with cuBLAS: see the module docstring."""
+    if precision == "tensorfloat32" and x.dtype.char in "fF":
+        with TF32Matmul(xp):
+            return _dot_general(xp, x, y, dimension_numbers, True)
+    return _dot_general(xp, x, y, dimension_numbers, False)
+
+
+def _dot_general(xp: Any, x: Any, y: Any, dimension_numbers: tuple, tf32: bool) -> Any:
     (xc, yc), (xb, yb) = dimension_numbers
     capturing = CAPTURING[0] and np.dtype(x.dtype) in _GEMM_TYPES
     if x.ndim == 2 and y.ndim == 2 and len(xc) == 1 and not xb and not capturing:
@@ -45,16 +60,44 @@ def dot_general(xp: Any, x: Any, y: Any, *, dimension_numbers: tuple) -> Any:
     if b == 1 and not capturing:
         out = xp.matmul(x3[0], y3[0])
     elif np.dtype(x.dtype) in _GEMM_TYPES:
-        out = gemm_strided_batched(xp, x3, y3)
+        out = gemm_strided_batched(xp, x3, y3, tf32=tf32)
     else:
         out = xp.matmul(x3, y3)
     return xp.reshape(out, out_shape)
 
 
-# dtype -> (CUDA data type, cuBLAS compute type, dtype of alpha and beta)
+class TF32Matmul:
+    """A block in which CuPy's float32 (and complex64) products may use TF32: CuPy's
+    compute type for float32 set to ``COMPUTE_TYPE_TF32`` and restored on exit (CuPy keeps
+    one global setting; ``CUPY_TF32=1`` sets the same switch at start-up). On a GPU older
+    than compute capability 8.0 CuPy warns and computes in float32."""
+
+    def __init__(self, xp: Any) -> None:
+        from cupy._core import _routines_linalg as linalg
+
+        self.linalg = linalg
+        self.tf32 = getattr(linalg, "COMPUTE_TYPE_TF32", 7)
+
+    def __enter__(self) -> None:
+        self.old = self.linalg.get_compute_type(np.float32)
+        if self.old != self.tf32:
+            self.linalg.set_compute_type(np.float32, self.tf32)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.old != self.tf32:
+            self.linalg.set_compute_type(np.float32, self.old)
+
+
+# dtype -> (CUDA data type, cuBLAS compute type, dtype of alpha and beta); the values are
+# those of CUDA's library_types.h and cublas_api.h, used where CuPy lacks the name.
 _GEMM_TYPES = {np.dtype(np.float16): ("CUDA_R_16F", 2, "CUBLAS_COMPUTE_32F", 68, np.float32),
                np.dtype(np.float32): ("CUDA_R_32F", 0, "CUBLAS_COMPUTE_32F", 68, np.float32),
                np.dtype(np.float64): ("CUDA_R_64F", 1, "CUBLAS_COMPUTE_64F", 70, np.float64)}
+# bfloat16: tensor cores with float32 accumulation (as float16)
+_GEMM_TYPES[np.dtype(ml_dtypes.bfloat16)] = ("CUDA_R_16BF", 14, "CUBLAS_COMPUTE_32F", 68,
+                                             np.float32)
+# float32 with TF32 tensor cores (precision="tensorfloat32")
+_TF32_COMPUTE = ("CUBLAS_COMPUTE_32F_FAST_TF32", 77)
 
 
 def _blas_layout(a: Any) -> tuple[bool, int, int] | None:
@@ -78,14 +121,15 @@ def _blas_layout(a: Any) -> tuple[bool, int, int] | None:
 
 
 def gemm_strided_batched(xp: Any, x3: Any, y3: Any, *, out: Any = None,
-                         beta: float = 0.0) -> Any:
-    """``x3 @ y3`` (plus ``beta * out``) for 3-D float16/32/64 arrays of one dtype with one
-    cuBLAS call, into ``out`` if given (a C-contiguous ``(batch, m, n)`` array).
+                         beta: float = 0.0, tf32: bool = False) -> Any:
+    """``x3 @ y3`` (plus ``beta * out``) for 3-D float16/bfloat16/float32/float64 arrays of
+    one dtype with one cuBLAS call, into ``out`` if given (a C-contiguous ``(batch, m, n)``
+    array).
 
     The operands are read in their own layouts where cuBLAS can (transposed or broadcast
-    matrices included, see ``_blas_layout``), else copied. float16 accumulates in float32
-    (as cuBLAS and PyTorch do); float32 uses plain FP32 (no TF32 unless CuPy's handle was
-    switched to it).
+    matrices included, see ``_blas_layout``), else copied. float16 and bfloat16 accumulate
+    in float32 (as cuBLAS and PyTorch do); float32 uses plain FP32 unless ``tf32``
+    (``CUBLAS_COMPUTE_32F_FAST_TF32``).
     """
     nb, m, k = x3.shape
     n = y3.shape[2]
@@ -108,7 +152,7 @@ def gemm_strided_batched(xp: Any, x3: Any, y3: Any, *, out: Any = None,
     if ly is None:
         y3 = xp.ascontiguousarray(y3)
         ly = _blas_layout(y3)
-    Gemm(xp, dt)(nb, m, n, k, (x3.data.ptr, lx[1], lx[2], not lx[0]),
+    Gemm(xp, dt, tf32=tf32)(nb, m, n, k, (x3.data.ptr, lx[1], lx[2], not lx[0]),
                  (y3.data.ptr, ly[1], ly[2], not ly[0]), (out.data.ptr, n, m * n), beta=beta)
     return out
 
@@ -124,10 +168,12 @@ class Gemm:
     Strides and leading dimensions are in elements.
     """
 
-    def __init__(self, xp: Any, dt: np.dtype) -> None:
+    def __init__(self, xp: Any, dt: np.dtype, *, tf32: bool = False) -> None:
         from cupy_backends.cuda.libs import cublas
 
         type_name, type_value, compute_name, compute_value, self.scalar = _GEMM_TYPES[dt]
+        if tf32 and dt == np.float32:
+            compute_name, compute_value = _TF32_COMPUTE
         self.data_type = getattr(xp.cuda.runtime, type_name, type_value)
         self.compute = getattr(cublas, compute_name, compute_value)
         self.algo = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)

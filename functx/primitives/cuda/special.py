@@ -5,7 +5,8 @@ CuPy's ``cupyx.scipy.special`` ufuncs, which are elementwise kernels of their ow
   ``cupyx.scipy.special`` function (``erfc``, ``erfinv``, ``erfcx``, ``gammaln``, ``gamma``,
   ``digamma``, ``zeta``, ``gammainc``, ``gammaincc``, ``betaln``, ``betainc``, ``ndtri``,
   ``log_ndtr``, ``i0e``, ``i1e``). float32 and float64 are computed in their own precision;
-  float16 is computed in float32 and rounded once (CuPy has no bfloat16).
+  float16 and bfloat16 are computed in float32 and rounded once (``cupyx.scipy.special``
+  has no bfloat16 kernels, and its float16 ones compute in half precision).
 * :func:`igamma_grad_a`: JAX's algorithm for ``d/da P(a, x)``, passed in as ``fallback``,
   with CuPy's ``gammaln`` and ``digamma``.
 
@@ -19,8 +20,10 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _MODULE: list = []  # cupyx.scipy.special, once imported
 
 
@@ -38,7 +41,7 @@ def special_rule(name: str) -> Callable:
 
     Returns:
         ``rule(xp, *arrays)``: the function applied to the operands (one dtype), float16
-        through float32.
+        and bfloat16 through float32.
 
     Example:
         >>> lgamma_p.def_impl(special_rule("gammaln"), backend="cuda")
@@ -47,9 +50,9 @@ def special_rule(name: str) -> Callable:
         fn = getattr(_cupyx_special(), name)
         dtype = next((np.dtype(a.dtype) for a in args if hasattr(a, "dtype")),
                      np.dtype(np.float64))
-        if dtype == np.float16:
+        if dtype == np.float16 or dtype == _BFLOAT16:
             args = tuple(a.astype(np.float32) if hasattr(a, "astype") else a for a in args)
-            return fn(*args).astype(np.float16)
+            return fn(*args).astype(dtype)
         return fn(*args)
     rule.__name__ = rule.__qualname__ = f"cuda_{name}"
     return rule
