@@ -2,13 +2,14 @@
 
 ``pmap(f, axis_name="batch")(xs)`` runs ``f`` on every device with that device's slice of
 ``xs`` (``xs[k]`` on device ``k``), as ``jax.pmap`` does: ``f`` is traced once (per
-argument signature) with the axis name in scope, and the trace is evaluated by one thread
-per device (device 0's in the calling thread), each with that device current and an
-``spmd`` axis frame. A collective (``functx.lax.psum``, ``all_gather``...) is where the
+argument signature) with the axis name in scope, and the trace is run by one thread per
+device (device 0's in the calling thread), each with that device current and an ``spmd``
+axis frame, by ``jit``'s lean executor (the trace's constants put on each device once; on
+CUDA its clusters run as fused kernels). A collective (``functx.lax.psum``, ``all_gather``...) is where the
 members meet: each deposits its operand, the last to arrive runs the cross-device
 implementation for all (NCCL on CUDA, functx/primitives/cuda/collectives.py; NumPy on the
-CPU), and each takes its result. Because every member evaluates its trace eagerly, any
-primitive works inside, including higher-order ones whose bodies call collectives
+CPU), and each takes its result. Because every member runs its trace's implementations
+itself, any primitive works inside, including higher-order ones whose bodies call collectives
 (``checkpoint``, ``custom_vjp``). If a member fails, the others stop at their next
 collective and the error is raised in the caller.
 
@@ -45,12 +46,13 @@ import numpy as np
 
 from functx import named_axes, tracing, tree
 from functx.backends import (Device, as_device, default_device, device_of, device_put,
-                             devices as _all_devices, owned_read_only, to_numpy)
+                             devices as _all_devices, get_backend, owned_read_only, to_numpy)
 from functx.errors import ArgumentError, DeviceError, FunctxError
-from functx.ir import abstractify
+from functx.ir import Trace, abstractify
 from functx.tracing import Tracer, trace_function
 from functx.transforms._args import check_callable
-from functx.transforms.interpret import prune_with_last_uses, walk
+from functx.transforms.interpret import prune_with_last_uses
+from functx.transforms.jit import executor
 from functx.transforms.vmap import vmap
 
 __all__ = ["pmap", "Sharded", "device_put_sharded", "device_put_replicated"]
@@ -326,8 +328,8 @@ def _spmd_eval(trace: Any, dying: Any, per_device: list, devs: list[Device],
         scope = default_device(dev) if dev.platform != "cpu" else contextlib.nullcontext()
         try:
             with named_axes.axis_frame(frame.name, n, spmd=_Member(meeting, k)), scope:
-                consts = [_put(c, dev) for c in trace.const_values]
-                results[k] = eval_trace_with(trace, dying, per_device_args(k), consts)
+                results[k] = executor(_member_trace(trace, dev))(per_device_args(k),
+                                                                 get_backend(dev.platform))
         except _Aborted:
             pass
         except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
@@ -350,9 +352,21 @@ def _spmd_eval(trace: Any, dying: Any, per_device: list, devs: list[Device],
     return [list(outs) for outs in zip(*results)]
 
 
-def eval_trace_with(trace: Any, dying: Any, args: list, consts: list) -> list:
-    """``trace`` evaluated eagerly on ``args`` with its constants replaced by ``consts``
-    (the same values, on this member's device)."""
-    env = dict(zip(trace.in_vars, args))
-    env.update(zip(trace.const_vars, consts))
-    return walk(trace, env, None, dying)
+# (id(trace), device) -> (trace, the trace with its constants on that device): made once per
+# device, so a step neither copies its constants again nor plans its executor again
+_MEMBER_TRACES: dict = {}
+MEMBER_TRACES_KEPT = 256
+
+
+def _member_trace(trace: Trace, dev: Device) -> Trace:
+    """``trace`` with its constants on ``dev`` (each member runs it with jit's lean executor:
+    one implementation call per step, fused kernels on CUDA)."""
+    key = (id(trace), dev)
+    hit = _MEMBER_TRACES.get(key)
+    if hit is None or hit[0] is not trace:
+        consts = tuple(_put(c, dev) for c in trace.const_values)
+        hit = _MEMBER_TRACES[key] = (trace, Trace(trace.in_vars, trace.const_vars, consts,
+                                                  trace.eqns, trace.outputs))
+        while len(_MEMBER_TRACES) > MEMBER_TRACES_KEPT:
+            _MEMBER_TRACES.pop(next(iter(_MEMBER_TRACES)))
+    return hit[1]
