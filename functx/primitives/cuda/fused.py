@@ -43,11 +43,38 @@ __device__ void functx_row_stats(const S* xr, int d, T eps, T* buf, T* mean, T* 
     *rstd = (T)1 / sqrt(functx_block_sum(v, buf) / (T)d + eps);
 }
 
+// A row of at most FX_VPT elements per thread (row_launch's blocks give 8 up to d = 8192)
+// is read into registers once; longer rows are read again from L1/L2 for every pass.
+#define FX_VPT 8
+#define FX_FOR_ROW for (int i = 0, j = threadIdx.x; i < FX_VPT; ++i, j += blockDim.x)
+
+// mean and 1 / sqrt(biased variance + eps) of the row held in v (zeros past d).
+__device__ void functx_reg_stats(const T* v, int d, T eps, T* buf, T* mean, T* rstd) {
+    T s = 0;
+    #pragma unroll
+    FX_FOR_ROW s += v[i];
+    const T m = functx_block_sum(s, buf) / (T)d;
+    T q = 0;
+    #pragma unroll
+    FX_FOR_ROW if (j < d) { const T c = v[i] - m; q += c * c; }
+    *mean = m;
+    *rstd = (T)1 / sqrt(functx_block_sum(q, buf) / (T)d + eps);
+}
+
 extern "C" __global__ void functx_layer_norm(const S* x, const T* w, const T* b, S* y,
                                              int d, int ws, int bs, T eps) {
     __shared__ T buf[33];
     const long long off = (long long)blockIdx.x * d;
     T mean, rstd;
+    if (d <= FX_VPT * (int)blockDim.x) {
+        T v[FX_VPT];
+        #pragma unroll
+        FX_FOR_ROW v[i] = j < d ? functx_ld(x[off + j]) : (T)0;
+        functx_reg_stats(v, d, eps, buf, &mean, &rstd);
+        #pragma unroll
+        FX_FOR_ROW if (j < d) y[off + j] = functx_st((v[i] - mean) * rstd * w[j * ws] + b[j * bs]);
+        return;
+    }
     functx_row_stats(x + off, d, eps, buf, &mean, &rstd);
     for (int j = threadIdx.x; j < d; j += blockDim.x)
         y[off + j] = functx_st((functx_ld(x[off + j]) - mean) * rstd * w[j * ws] + b[j * bs]);
@@ -58,6 +85,31 @@ extern "C" __global__ void functx_layer_norm(const S* x, const T* w, const T* b,
 __device__ void functx_layer_norm_grad_row(const S* x, const T* w, const S* g, S* dx, int d,
                                            int ws, T eps, T* buf, T* pw, T* pb) {
     T mean, rstd;
+    if (d <= FX_VPT * (int)blockDim.x) {  // x and g in registers: each read once
+        T xv[FX_VPT], gv[FX_VPT];
+        #pragma unroll
+        FX_FOR_ROW {
+            xv[i] = j < d ? functx_ld(x[j]) : (T)0;
+            gv[i] = j < d ? functx_ld(g[j]) * w[j * ws] : (T)0;  // g * w
+        }
+        functx_reg_stats(xv, d, eps, buf, &mean, &rstd);
+        T s1 = 0, s2 = 0;
+        #pragma unroll
+        FX_FOR_ROW if (j < d) { s1 += gv[i]; s2 += gv[i] * ((xv[i] - mean) * rstd); }
+        const T m1 = functx_block_sum(s1, buf) / (T)d;
+        const T m2 = functx_block_sum(s2, buf) / (T)d;
+        #pragma unroll
+        FX_FOR_ROW if (j < d) {
+            const T xh = (xv[i] - mean) * rstd;
+            dx[j] = functx_st(rstd * ((gv[i] - m1) - xh * m2));
+            if (pw != nullptr) {
+                const T graw = functx_ld(g[j]);
+                pw[j] += graw * xh;
+                pb[j] += graw;
+            }
+        }
+        return;
+    }
     functx_row_stats(x, d, eps, buf, &mean, &rstd);
     T s1 = 0, s2 = 0;
     for (int j = threadIdx.x; j < d; j += blockDim.x) {
