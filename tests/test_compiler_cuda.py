@@ -8,6 +8,8 @@ cluster) run on the CPU in every CI run; the rest skips without a GPU.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from typing import Any
 
 import ml_dtypes
@@ -78,6 +80,33 @@ def test_half_precision_loads_and_stores_round_once() -> None:
 def test_lowered_text_names_the_target() -> None:
     low = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0).lower(np.ones(8, np.float32))
     assert "target: cpu" in low.as_text()
+
+
+# Where the CUDA toolkit is installed (not a GPU), nvcc compiles what the generator writes
+NVCC = shutil.which("nvcc")
+
+
+def nvcc_compiles(kernels: list, tmp_path: Any) -> None:
+    src = "\n".join(k.source.replace("void kernel", f"void kernel{i}_")
+                    for i, k in enumerate(kernels))
+    path = tmp_path / "fused.cu"
+    path.write_text(src)
+    done = subprocess.run([NVCC, "-std=c++17", "-arch=sm_80", "-c", str(path), "-o",
+                           str(tmp_path / "fused.o")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:] + "\n" + src
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile sources")
+@settings(max_examples=6, deadline=None)
+@given(program=programs())
+def test_generated_sources_compile_with_nvcc(program: tuple, tmp_path_factory: Any) -> None:
+    dtype, in_shapes, steps, reduce, axes, seed = program
+    xs = [np.ones(s, dtype) for s in in_shapes]
+    kernels = kernels_for(build(steps, reduce, axes), *xs)
+    half = [np.ones((8, 33), ml_dtypes.bfloat16), np.ones(33, np.float16)]
+    kernels += kernels_for(lambda a, b: (fnp.tanh(a * b.astype(a.dtype)) * 2.0,
+                                         red.reduce_sum(a * a, (0,))), *half)
+    nvcc_compiles(kernels, tmp_path_factory.mktemp("nvcc"))
 
 
 # -- on the GPU --------------------------------------------------------------------------------
