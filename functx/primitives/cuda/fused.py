@@ -44,7 +44,9 @@ __device__ void functx_row_stats(const S* xr, int d, T eps, T* buf, T* mean, T* 
 }
 
 // A row of at most FX_VPT elements per thread (row_launch's blocks give 8 up to d = 8192)
-// is read into registers once; longer rows are read again from L1/L2 for every pass.
+// is read into registers once; longer rows are read again from L1/L2 for every pass. The
+// kernels that hold rows are bounded to 1024 threads (at most 64 registers a thread), so
+// that every block size row_launch picks can launch.
 #define FX_VPT 8
 #define FX_FOR_ROW for (int i = 0, j = threadIdx.x; i < FX_VPT; ++i, j += blockDim.x)
 
@@ -61,7 +63,7 @@ __device__ void functx_reg_stats(const T* v, int d, T eps, T* buf, T* mean, T* r
     *rstd = (T)1 / sqrt(functx_block_sum(q, buf) / (T)d + eps);
 }
 
-extern "C" __global__ void functx_layer_norm(const S* x, const T* w, const T* b, S* y,
+extern "C" __global__ void __launch_bounds__(1024) functx_layer_norm(const S* x, const T* w, const T* b, S* y,
                                              int d, int ws, int bs, T eps) {
     __shared__ T buf[33];
     const long long off = (long long)blockIdx.x * d;
@@ -130,7 +132,7 @@ __device__ void functx_layer_norm_grad_row(const S* x, const T* w, const S* g, S
     }
 }
 
-extern "C" __global__ void functx_layer_norm_grad(const S* x, const T* w, const S* g, S* dx,
+extern "C" __global__ void __launch_bounds__(1024) functx_layer_norm_grad(const S* x, const T* w, const S* g, S* dx,
                                                   int d, int ws, T eps) {
     __shared__ T buf[33];
     const long long off = (long long)blockIdx.x * d;
@@ -141,7 +143,7 @@ extern "C" __global__ void functx_layer_norm_grad(const S* x, const T* w, const 
 // layer_norm_grad's dx for rows blockIdx.x, blockIdx.x + gridDim.x, ..., and this block's
 // sums of g * xhat and of g per column: row blockIdx.x of part, shaped (gridDim.x, 2, d).
 // Each column is always handled by the same thread, so the sums need no atomics.
-extern "C" __global__ void functx_layer_norm_grads(const S* x, const T* w, const S* g, S* dx,
+extern "C" __global__ void __launch_bounds__(1024) functx_layer_norm_grads(const S* x, const T* w, const S* g, S* dx,
                                                    T* part, long long rows, int d, int ws,
                                                    T eps) {
     __shared__ T buf[33];
