@@ -41,7 +41,7 @@ from functx.compiler.partition import Cluster
 from functx.compiler.program import LoopNest, Program
 from functx.registry.scalar import var
 
-__all__ = ["CudaKernel", "generate_cuda", "COMPUTE", "cuda_policy", "BLOCK", "FILL_BLOCKS"]
+__all__ = ["CudaKernel", "generate_cuda", "COMPUTE", "cuda_policy", "cuda_worth", "BLOCK", "FILL_BLOCKS"]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -72,6 +72,13 @@ def cuda_policy(e: Any, expr: Any) -> bool:
     """The CUDA generator's veto for :func:`~functx.compiler.partition.partition`: none
     (every function of the vocabulary runs at memory speed on a GPU)."""
     return True
+
+
+def cuda_worth(c: Cluster) -> bool:
+    """Which clusters the CUDA generator keeps: those of at least two computing equations
+    (as on the CPU) and every reduction (CuPy's reductions over a leading axis read with
+    strides; the generated column kernel reads coalesced rows)."""
+    return c.n_compute >= 2 or c.reduce_axes is not None
 
 
 def _storage(dtype: np.dtype) -> str:

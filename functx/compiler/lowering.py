@@ -13,7 +13,7 @@ import warnings
 from typing import Any
 
 from functx.compiler.cpu import Kernel, fuse_policy
-from functx.compiler.cuda import COMPUTE, CudaKernel, cuda_policy
+from functx.compiler.cuda import COMPUTE, CudaKernel, cuda_policy, cuda_worth
 from functx.compiler.partition import Cluster, partition
 from functx.errors import FunctxError
 from functx.ir import AbstractArray, Eqn, Printer, Trace
@@ -48,7 +48,7 @@ def fuse(trace: Trace, target: str = "cpu") -> tuple[Trace, list]:
     """``trace`` with each fusion cluster as one ``fused`` equation, and the kernels:
     Numba loop nests for ``target="cpu"``, CUDA C kernels for ``"cuda"``."""
     if target == "cuda":
-        steps, make = partition(trace, cuda_policy, COMPUTE), CudaKernel
+        steps, make = partition(trace, cuda_policy, COMPUTE, cuda_worth), CudaKernel
     else:
         steps, make = partition(trace, fuse_policy), Kernel
     eqns, kernels = [], []

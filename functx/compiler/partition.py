@@ -177,12 +177,12 @@ def worth_fusing(c: Cluster) -> bool:
     return n >= 2
 
 
-def partition(trace: Trace, policy: Callable | None = None, compute: dict | None = None
-              ) -> list:
+def partition(trace: Trace, policy: Callable | None = None, compute: dict | None = None,
+              worth: Callable[[Cluster], bool] | None = None) -> list:
     """The trace's equations as a list of steps in execution order: each an :class:`Eqn`
     run as it is or a :class:`Cluster` (its ``outputs`` set: the values used later).
     ``policy`` is the code generator's veto and ``compute`` its compute dtypes (see
-    :func:`fusible`)."""
+    :func:`fusible`); ``worth`` says which clusters to keep (default :func:`worth_fusing`)."""
     items: list = []
     where: dict = {}   # var -> index in items of the step computing it
     recent: dict = {}  # shape -> indices of the most recent clusters of that shape
@@ -206,7 +206,7 @@ def partition(trace: Trace, policy: Callable | None = None, compute: dict | None
             target = len(items) - 1
         for v in e.outputs:
             where[v] = target
-    return _finish(items, trace)
+    return _finish(items, trace, worth or worth_fusing)
 
 
 def _can_join(c: Cluster, idx: int, e: Eqn, where: dict, kind: str, axes: tuple | None) -> bool:
@@ -224,11 +224,11 @@ def _can_join(c: Cluster, idx: int, e: Eqn, where: dict, kind: str, axes: tuple 
     return True
 
 
-def _finish(items: list, trace: Trace) -> list:
+def _finish(items: list, trace: Trace, worth: Callable) -> list:
     """Dissolve the clusters not worth fusing, and set each cluster's outputs."""
     steps: list = []
     for it in items:
-        if isinstance(it, Cluster) and not worth_fusing(it):
+        if isinstance(it, Cluster) and not worth(it):
             steps.extend(it.eqns)
         else:
             steps.append(it)
