@@ -8,7 +8,9 @@ one NCCL all-reduce of that bucket (``functx.distributed.all_reduce``), and a ji
 update. Each jitted step replays as a CUDA graph, so a rank's host time per step is a few
 launches, and the ranks do not share one Python interpreter (as ``pmap``'s threads do).
 
-Run it under the launcher for each GPU count; rank 0 prints one markdown row:
+Run it under the launcher for each GPU count; rank 0 prints one markdown row (GPUs, median
+ms per step of the slowest rank, rank 0's quartiles, the bucket size, rank 0's first three
+losses):
 
     for n in 1 2 4; do
         python -m functx.distributed.launch --nproc-per-node $n benchmarks/bench_dp_processes.py
@@ -28,7 +30,7 @@ from functx.flatten_util import ravel_pytree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_multi_gpu import load_example  # noqa: E402  (the model of the scaling rows)
 
-STEPS, WARMUP, PER_GPU, LAYERS, LR = 30, 5, 8, 4, 1e-3
+STEPS, WARMUP, PER_GPU, LAYERS, LR = 30, 5, 8, 4, 1e-4
 SMOKE = "--smoke" in sys.argv  # tiny sizes (a CPU check of the script)
 
 
@@ -58,23 +60,25 @@ def main() -> None:
 
     xp = fx.get_backend(dev).xp
     sync = xp.cuda.Device().synchronize if dev == "cuda" else (lambda: None)
-    steps = STEPS if dev == "cuda" else 3
-    times = []
-    for t in range(WARMUP + steps):
+    steps, warmup = (STEPS, WARMUP) if dev == "cuda" else (3, 0)
+    times, first = [], []
+    for t in range(warmup + steps):
         sync()
         t0 = time.perf_counter()
         loss, flat = grads(params, x, y)
         flat = D.all_reduce(flat)
         params = update(params, flat)
         sync()
-        if t >= WARMUP:
+        if t < 3:
+            first.append(float(fx.to_numpy(loss)))
+        if t >= warmup:
             times.append(time.perf_counter() - t0)
     ms = np.median(times) * 1e3
     all_ms = fx.to_numpy(D.all_gather(xp.asarray([ms], xp.float64))).ravel()
     if rank == 0:
         print(f"| {n} | {np.max(all_ms):.2f} | {np.percentile(times, 25) * 1e3:.2f}–"
               f"{np.percentile(times, 75) * 1e3:.2f} | {flat.size * 4 / 2**20:.1f} MiB | "
-              f"{fx.to_numpy(loss):.6f} |", flush=True)
+              f"{' '.join(f'{v:.6f}' for v in first)} |", flush=True)
     D.shutdown()
 
 
