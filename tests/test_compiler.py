@@ -470,3 +470,20 @@ def test_passes_keep_effects(capsys: Any) -> None:
     out = capsys.readouterr().out.splitlines()
     assert out.count("x [0. 1.]") == 2 and "constant 2.0" in out
     assert ["step 0.0", "step 0.0"] == [line for line in out if line.startswith("step")]
+
+
+def test_operand_transposes_fold_into_dot_general() -> None:
+    """``a.T @ b`` and ``c @ swapaxes(d)`` read their operands through permuted dimension
+    numbers (no transpose left); a transpose that would reorder free axes stays."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal((5, 4))
+    c, d = rng.standard_normal((2, 6, 3)), rng.standard_normal((2, 4, 3))
+    e = rng.standard_normal((3, 4, 5))
+    cases = [(lambda a, b: a.T @ b, (a, b), 0), (lambda c, d: c @ fnp.swapaxes(d, 1, 2), (c, d), 0),
+             # free axes (4, 5) of e read as (5, 4): the transpose stays
+             (lambda c, e: fnp.einsum("bij,jkl->bilk", c, e), (c, e), None)]
+    for f, args, left in cases:
+        trace = checked(passes.optimize(fx.make_trace(f)(*args)))
+        if left == 0:
+            assert prims(trace) == ["dot_general"], prims(trace)
+        np.testing.assert_allclose(fx.jit(f)(*args), f(*args), rtol=1e-13, atol=1e-13)

@@ -26,6 +26,7 @@ from functx.primitives._batching import add_tangents
 from functx.primitives._util import ndim_of, same_dtypes
 from functx.primitives.cuda import linalg as _cuda
 from functx.registry import Primitive
+from functx.registry.rewrite import Rewrite
 from functx.tracing import bind
 
 _MATMUL = (((1,), (0,)), ((), ()))
@@ -172,6 +173,32 @@ def _dot_general_jvp(tangents, primals, out, *, dimension_numbers, precision=Non
     extra = _precision_param(precision)
     dot = lambda a, b: bind(dot_general_p, a, b, dimension_numbers=dimension_numbers, **extra)
     return add_tangents(None if tx is None else dot(tx, y), None if ty is None else dot(x, ty))
+
+
+@dot_general_p.def_simplify
+def _dot_general_simplify(args, out, *, dimension_numbers, precision=None):
+    """An operand that is a transpose is read through its input instead, with the
+    dimension numbers permuted (the transpose's copy disappears), where the free axes keep
+    their order (else the output's layout would change)."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    ops, changed = list(args), False
+    dims = [[xc, xb], [yc, yb]]
+    for i, op in enumerate(args):
+        prod = op.producer
+        if prod is None or prod.prim is not _shape.transpose_p:
+            continue
+        perm = prod.params["permutation"]
+        c, b = dims[i]
+        free = [perm[a] for a in _free_axes(len(perm), c, b)]
+        if free != sorted(free):
+            continue
+        dims[i] = [tuple(perm[a] for a in c), tuple(perm[a] for a in b)]
+        ops[i], changed = prod.args[0], True
+    if not changed:
+        return None
+    new = ((dims[0][0], dims[1][0]), (dims[0][1], dims[1][1]))
+    return Rewrite(dot_general_p, tuple(ops),
+                   {"dimension_numbers": new, **_precision_param(precision)})
 
 
 def _shift(axes: Sequence[int], d: int) -> tuple[int, ...]:
