@@ -34,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from functx.compiler.partition import Cluster, calls, literal_expr, operand_dtype, scalar_expr
+from functx.compiler.program import LoopNest, contiguous_strides
 from functx.ir import Literal, Var
 from functx.registry.scalar import Expr, var
 
@@ -154,17 +155,9 @@ class _Emitter:
         return name
 
 
-def _strides(shape: tuple) -> list:
-    out, s = [], 1
-    for d in reversed(shape):
-        out.append(s)
-        s *= d
-    return out[::-1]
-
-
-class _Plan:
-    """The loop nest of a cluster: loop sizes, whether each is reduced, and per operand
-    its stride for each loop."""
+class _Plan(LoopNest):
+    """The loop nest of a cluster (:class:`~functx.compiler.program.LoopNest`) in the CPU's
+    order, operands numbered in the order they are added."""
 
     def __init__(self, c: Cluster) -> None:
         n = len(c.shape)
@@ -173,34 +166,14 @@ class _Plan:
         # the batch: rows added to a row, contiguous and vectorisable); else the kept axes
         # outside and one scalar accumulator per reduced run.
         self.natural = bool(red) and (n - 1) not in red
-        self.order = list(range(n)) if self.natural else \
-            [a for a in range(n) if a not in red] + list(red)
-        self.reduced = [a in red for a in self.order]
-        self.sizes = [c.shape[a] for a in self.order]
-        self.operands: list = []  # stride vectors (over self.order), merged below
+        super().__init__(c.shape, red, list(range(n)) if self.natural else
+                         [a for a in range(n) if a not in red] + list(red))
+        self.operands = self.strides  # operand number -> its stride per loop
 
     def add(self, strides_by_axis: list) -> int:
-        self.operands.append([strides_by_axis[a] for a in self.order])
-        return len(self.operands) - 1
-
-    def merge(self) -> None:
-        """Merge adjacent loops that every operand walks contiguously (same group)."""
-        j = len(self.sizes) - 2
-        while j >= 0:
-            ok = self.reduced[j] == self.reduced[j + 1] and all(
-                s[j] == s[j + 1] * self.sizes[j + 1] for s in self.operands)
-            if ok:
-                self.sizes[j] *= self.sizes[j + 1]
-                for s in self.operands:
-                    s[j] = s[j + 1]
-                    del s[j + 1]
-                del self.sizes[j + 1], self.reduced[j + 1]
-            j -= 1
-        # drop loops of size 1
-        keep = [k for k, d in enumerate(self.sizes) if d != 1]
-        self.sizes = [self.sizes[k] for k in keep]
-        self.reduced = [self.reduced[k] for k in keep]
-        self.operands = [[s[k] for k in keep] for s in self.operands]
+        k = len(self.strides)
+        super().add(k, strides_by_axis)
+        return k
 
 
 def _offset(strides: list, loop_vars: list) -> str:
@@ -229,7 +202,7 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
         got = loads.get(key)
         if got is None:
             shape = tuple(v.aval.shape)
-            st = _strides(shape)
+            st = contiguous_strides(shape)
             by_axis = [0] * len(c.shape)
             for i, a in enumerate(axes):
                 by_axis[a] = st[i] if shape[i] != 1 else 0
@@ -276,11 +249,11 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
     out_names = [f"out{i}" for i in range(len(outs))]
     red_vars = {r[0] for r in red_out}
     stores = []
-    full = _strides(c.shape)
+    full = contiguous_strides(c.shape)
     kept = [a for a in range(len(c.shape)) if a not in (c.reduce_axes or ())]
     kept_size = int(np.prod([c.shape[a] for a in kept], dtype=np.int64))
     by_axis = [0] * len(c.shape)
-    for st, a in zip(_strides(tuple(c.shape[a] for a in kept)), kept):
+    for st, a in zip(contiguous_strides(tuple(c.shape[a] for a in kept)), kept):
         by_axis[a] = st
     kept_op = plan.add(by_axis)  # the offset of a reduction's result
     for v, oname in zip(outs, out_names):

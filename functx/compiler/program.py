@@ -6,8 +6,9 @@ broadcast), one expression DAG (:class:`~functx.registry.scalar.Expr`) per value
 reductions (an element expression, the rule that folds it and the accumulator's dtype) and
 the stores. :class:`LoopNest` orders and merges the iteration axes: adjacent axes that
 every operand walks contiguously become one loop, so an elementwise chain over whole arrays
-is one flat loop. Neither names a language: the CPU generator (Numba) and the CUDA
-generator (C for NVRTC) render the same program.
+is one flat loop. Neither names a language: the CUDA generator (C for NVRTC) renders the
+program; the CPU generator (Numba) walks the cluster itself but orders and merges its loops
+with the same :class:`LoopNest`.
 
 Example:
     >>> prog = Program(cluster)
