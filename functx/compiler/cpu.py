@@ -39,7 +39,7 @@ from functx.ir import Literal, Var
 from functx.registry.scalar import Expr, var
 
 __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTOR_MIN",
-           "NUMPY_FASTER", "cache_dir"]
+           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir"]
 
 # Clusters with at least this many elements in their iteration space run on all cores
 # (prange); smaller ones run serially (thread start-up costs more than it saves, and on a
@@ -47,13 +47,38 @@ __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTO
 PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 
 # Functions NumPy evaluates with SIMD loops several times faster than Numba's scalar libm
-# calls (measured on x86-64 with NumPy 2.4, 1M elements: float32 sin 3.5 vs 34 ns, tanh
-# 1.5 vs 128 ns, exp 3.0 vs 27 ns; float64 tanh 9.9 vs 119 ns, exp 7.4 vs 41 ns, log 5.0
-# vs 47 ns). On arrays of at least VECTOR_MIN elements an equation calling one of them
-# stays a NumPy call instead of joining a cluster (the arithmetic around it still fuses).
-NUMPY_FASTER = {np.dtype(np.float32): frozenset({"sin", "cos", "tanh", "exp", "log"}),
-                np.dtype(np.float64): frozenset({"tanh", "exp", "log"})}
+# calls, and by how much (measured on x86-64 with NumPy 2.4, 1M elements, one thread:
+# float32 sin 3.5 vs 34 ns, tanh 1.5 vs 128 ns, exp 3.0 vs 27 ns; float64 tanh 9.9 vs 119
+# ns, exp 7.4 vs 41 ns, log 5.0 vs 47 ns). NumPy's loop runs on one thread, a fused loop on
+# all: on arrays of at least VECTOR_MIN elements an equation calling one of them stays a
+# NumPy call (the arithmetic around it still fuses) when the machine has fewer threads than
+# that ratio. Measured on ew24 (jit(grad), 1024x1024 float32): on 2 cores every function
+# vetoed 38 ms, all fused 260 ms; on 16 cores every function vetoed 45 ms, all fused 17 ms,
+# only tanh vetoed (what this rule picks there) 14 ms.
+NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 10, "cos": 10, "tanh": 85, "exp": 9, "log": 10},
+                 np.dtype(np.float64): {"tanh": 12, "exp": 5.5, "log": 9.4}}
 VECTOR_MIN = 4096
+
+
+def threads() -> int:
+    """The threads a parallel fused loop runs on (Numba's default: the usable CPUs, or
+    ``NUMBA_NUM_THREADS``), read without importing Numba."""
+    env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def numpy_faster(dtype: np.dtype) -> frozenset:
+    """The functions of ``dtype`` that stay NumPy calls on big arrays on this machine (see
+    :data:`NUMPY_SPEEDUP`)."""
+    n = threads()
+    return frozenset(f for f, r in NUMPY_SPEEDUP.get(np.dtype(dtype), {}).items() if r > n)
+
+
 # A reduction over every axis is split into this many partial results (parallel).
 CHUNKS = 64
 
@@ -73,11 +98,10 @@ _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "eq": "==
 def fuse_policy(e: Any, expr: Expr) -> bool:
     """The CPU generator's veto for :func:`~functx.compiler.partition.partition`: False for
     an equation on at least :data:`VECTOR_MIN` elements whose expression calls a function
-    that NumPy computes faster (:data:`NUMPY_FASTER`)."""
+    that NumPy computes faster on this machine (:func:`numpy_faster`)."""
     if e.outputs[0].aval.size < VECTOR_MIN:
         return True
-    fast = NUMPY_FASTER.get(np.dtype(e.outputs[0].aval.dtype), frozenset())
-    return not (calls(expr) & fast)
+    return not (calls(expr) & numpy_faster(e.outputs[0].aval.dtype))
 
 
 def cache_dir() -> str:
