@@ -43,6 +43,8 @@ import numpy as np
 from functx import compiler as _compiler
 from functx import tracing, tree
 from functx.compiler.lowering import Lowered, fuse, numba_available
+from functx.compiler.memory import (donated_leaves, donation_spec, finalize_outputs,
+                                    plan_buffers, prepare_donated)
 from functx.compiler.passes import optimize
 from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
                              get_default_device)
@@ -66,7 +68,7 @@ class _Compiled:
     backend, the lean executor's step list (built on first use)."""
 
     __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers", "compiler",
-                 "_lowered")
+                 "_lowered", "donated", "name")
 
     def __init__(self, trace: Trace, out_tree: Any, compiler: str = "none") -> None:
         # the constants are kept for later calls: snapshots of the caller's writeable arrays
@@ -80,6 +82,8 @@ class _Compiled:
         self._lowered: Lowered | None = None
         self.out_tree = out_tree
         self.plans: dict[str, Any] = {}
+        self.donated: tuple | None = None  # per input: donated by the caller (memory plan)
+        self.name = "jit"
         # f closed over a tracer of an enclosing transform: the trace is good for this
         # call only, and must run through bind
         self.closes_over_tracers = any(type(c) is Tracer for c in trace.const_values)
@@ -98,10 +102,13 @@ class _Compiled:
             trace, dying = self.trace, self.dying
             if backend is _CPU and self.compiler == "numba":
                 trace, dying = self.fused_trace()
-            plan = self.plans[backend.name] = _plan(trace, dying, backend)
+            plan = self.plans[backend.name] = plan_buffers(  # memory: functx.compiler.memory
+                _plan(trace, dying, backend), trace.in_avals, backend, self.donated, self.name)
         if plan is False:
             return eval_trace(self.trace, *inputs, dying=self.dying)
         env, steps, out_slots = plan
+        if self.donated:
+            inputs = prepare_donated(inputs, self.donated, self.trace.const_values)
         env = list(env)
         env[:len(inputs)] = inputs
         on_cpu = backend is _CPU
@@ -123,7 +130,7 @@ class _Compiled:
             for k in free:
                 env[k] = None
         outs = [env[k] for k in out_slots]
-        return [finalize_cpu(o, inputs) for o in outs] if on_cpu else outs
+        return finalize_outputs(outs, inputs, self.donated) if on_cpu else outs
 
 
     def lower(self) -> Lowered:
@@ -308,7 +315,8 @@ def _static_spec(f: Callable, fname: str, static_argnums: Any, static_argnames: 
 
 
 def jit(f: Callable, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = ()) -> Callable:
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        donate_argnames: str | Sequence[str] = ()) -> Callable:
     """Cache the trace of ``f`` per argument signature and replay it on later calls.
 
     Args:
@@ -319,6 +327,17 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         static_argnames: the same for keyword arguments, by name. As in JAX, when only
             one of the two is given the other is inferred from ``f``'s signature, so a
             static argument may be passed by position or by name.
+        donate_argnums: positions of arguments whose buffers the call may reuse (as in
+            ``jax.jit``): every array leaf of a donated argument may be overwritten by the
+            call, and a result may be that very memory, so a training step
+            ``params = step(params, x)`` updates the parameters in place of their buffers.
+            The caller must not read a donated array after the call (nor use anything that
+            holds it: a ``vjp`` function, a jitted function that closed over it). Where
+            no step can use a donated buffer (no result of its shape and dtype), ``jit``
+            warns once per signature. A donated array also passed as another argument is
+            copied first. Donation is ignored under an enclosing transform.
+        donate_argnames: the same by keyword name (the other inferred, as for static
+            arguments). An argument cannot be both static and donated.
 
     Returns:
         A function with ``f``'s signature and results. ``.cache_size()`` tells how many
@@ -337,7 +356,9 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         ArgumentTypeError: ``f`` is not callable, ``static_argnums`` is not ints,
             ``static_argnames`` not strings, or either names an argument ``f`` does not
             take (when ``jit`` is called, where the signature tells); at a call, a static
-            position beyond the positional arguments passed.
+            position beyond the positional arguments passed. The same for
+            ``donate_argnums``/``donate_argnames`` (a negative position too), and an
+            argument both static and donated.
         FunctxError: a static argument is not hashable, or an argument is not an array.
         ConcretizationError: ``f`` needs the value of a traced argument (Python control
             flow on it): make that argument static, or use ``functx.numpy.where``.
@@ -350,6 +371,7 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
     fname = f"jit({getattr(f, '__name__', 'f')})"
     check_callable(f, "jit")
     nums, names, by_keyword = _static_spec(f, fname, static_argnums, static_argnames)
+    donate = donation_spec(f, fname, donate_argnums, donate_argnames, nums, names)
     cache: OrderedDict[Any, _Compiled] = OrderedDict()
 
     def static_positions(n: int) -> set[int]:
@@ -382,6 +404,9 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                               "lists, or make the argument an array (not static).") from None
         if compiled is None:
             compiled = _compile(f, fname, flat)
+            compiled.name = fname
+            if donate[0] or donate[1]:  # (memory: functx.compiler.memory)
+                compiled.donated = donated_leaves(flat, kwargs, *donate)
             if not compiled.closes_over_tracers:
                 cache[key] = compiled
                 while len(cache) > max(int(CACHE_SIZE), 0):
