@@ -8,20 +8,22 @@ in ``c * a3`` with ``c`` constant, only the cotangent of ``a3`` is needed, and i
 would waste its memory.
 
 :func:`needed_residuals` finds out what the rule reads for the needed cotangents: it traces
-the rule once abstractly (declared inputs as tracers, the others as abstract values, as the
-backward pass passes them), keeps only the needed cotangents as outputs, runs dead-code
-elimination (``functx.transforms.interpret.prune``) and looks at which inputs (and output)
-the remaining equations read. The answer is memoised on (primitive, needed cotangents,
-input types, params), so each distinct case is traced once.
+the rule once abstractly with the same ``needs`` the backward pass will give it (declared
+inputs as tracers, the others as abstract values, as the backward pass passes them) and
+looks at which inputs (and output) its equations read, or it returns. Only reading an
+input's shape or dtype records nothing, so such an input is not kept. Dead-code elimination
+of that trace would be wrong here: the backward pass calls the rule eagerly, so every
+operation the rule performs runs, whether or not a needed cotangent depends on it. (A rule
+that is not selective computes all of its cotangents, so it reads what all of them read.)
+The answer is memoised on (primitive, needed cotangents, input types, params), so each
+distinct case is traced once.
 
 Only rules that list their inputs explicitly (``save_inputs`` a tuple: the library's
 elementwise, linear-algebra, reduction... rules) are analysed. Rules that declare every
 input (``save_inputs=True`` or a slice: higher-order primitives, ``custom_vjp``, composite
 rules) keep their declaration: they may call user code, which should not run an extra
-time. Nor do multiple-result rules that take None cotangents (``none_cts``). A rule that
-is not selective (``def_vjp(selective=False)``) computes all of its cotangents in the
-backward pass, so only what none of them reads (an input used for its shape) is dropped.
-Where the analysis fails (a rule that needs concrete values), the declaration is kept. Numerical results never change: the rule is called with the same values for what it
+time. Nor do multiple-result rules that take None cotangents (``none_cts``). Where the
+analysis fails (a rule that needs concrete values), the declaration is kept. Numerical results never change: the rule is called with the same values for what it
 reads.
 """
 from __future__ import annotations
@@ -31,7 +33,6 @@ from typing import Any, Sequence
 from functx.ir import Var
 from functx.registry import Primitive
 from functx.tracing import TraceBuilder, Tracer
-from functx.transforms.interpret import prune
 
 __all__ = ["needed_residuals", "CACHE_LIMIT"]
 
@@ -81,34 +82,49 @@ def needed_residuals(prim: Primitive, needs: Sequence[bool], in_avals: Sequence[
     return None if hit is False else hit
 
 
+def _trace_rule(prim: Primitive, needs: tuple, in_avals: list, out_avals: list,
+                params: dict, saved: Sequence[int], save_out: bool) -> tuple:
+    """``(trace, input tracers or avals, output tracers or avals)`` of the VJP rule traced
+    abstractly, the inputs in ``saved`` (and the output if ``save_out``) as tracers, the
+    others as abstract values (as the backward pass passes them)."""
+    multiple = prim.multiple_results
+    with TraceBuilder("the residual analysis of a VJP rule") as b:
+        cts = [b.new_input(a) for a in out_avals]
+        ins = [b.new_input(a) if i in saved else a for i, a in enumerate(in_avals)]
+        outs = [b.new_input(a) for a in out_avals] if save_out else list(out_avals)
+        ct = cts if multiple else cts[0]
+        out = outs if multiple else outs[0]
+        if prim.vjp_selective:
+            res = prim.vjp(ct, ins, out, needs=needs, **params)
+        else:
+            res = prim.vjp(ct, ins, out, **params)
+        trace = b.build([c for c in res if c is not None])
+    return trace, ins, outs
+
+
 def _analyse(prim: Primitive, needs: tuple, in_avals: list, out_avals: list, params: dict,
              declared: tuple) -> tuple[tuple[int, ...], bool] | bool:
-    """Trace the VJP rule abstractly and prune it (see the module docstring); False where
+    """Trace the VJP rule abstractly and see what it reads (the module docstring); False where
     that fails."""
-    multiple = prim.multiple_results
     try:
-        with TraceBuilder("the residual analysis of a VJP rule") as b:
-            cts = [b.new_input(a) for a in out_avals]
-            ins = [b.new_input(a) if i in declared else a for i, a in enumerate(in_avals)]
-            outs = [b.new_input(a) for a in out_avals] if prim.save_output else list(out_avals)
-            ct = cts if multiple else cts[0]
-            out = outs if multiple else outs[0]
-            if prim.vjp_selective:
-                res = prim.vjp(ct, ins, out, needs=needs, **params)
-            else:
-                res = prim.vjp(ct, ins, out, **params)
-            # a rule that is not selective computes every cotangent in the backward pass
-            # (and drops the unneeded ones), so everything it reads is needed
-            wanted = [c for c, n in zip(res, needs)
-                      if (n or not prim.vjp_selective) and c is not None]
-            trace = b.build(wanted)
+        trace, ins, outs = _trace_rule(prim, needs, in_avals, out_avals, params, declared,
+                                       prim.save_output)
     except Exception:  # a rule that needs values (or fails abstractly): keep the declaration
         return False
-    trace = prune(trace)
+    # Every equation the rule recorded counts, not only those the needed cotangents depend
+    # on: the backward pass runs the rule eagerly, so its dead code runs too, and needs
+    # its operands' values (a composite's forward pass, say).
     read: set[int] = {id(a) for a in trace.outputs if type(a) is Var}
     for e in trace.eqns:
         read.update(id(a) for a in e.inputs if type(a) is Var)
     saved = tuple(i for i in declared
                   if type(ins[i]) is Tracer and id(ins[i]._var) in read)
-    out_read = prim.save_output and any(id(o._var) in read for o in outs)
-    return saved, bool(out_read)
+    out_read = bool(prim.save_output and any(id(o._var) in read for o in outs))
+    if saved != declared or out_read != prim.save_output:
+        # check that the rule runs with the dropped residuals as abstract values (a rule
+        # may take another path for an abstract value than for a tracer)
+        try:
+            _trace_rule(prim, needs, in_avals, out_avals, params, saved, out_read)
+        except Exception:
+            return False
+    return saved, out_read
