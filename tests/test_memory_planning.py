@@ -10,14 +10,19 @@
 """
 from __future__ import annotations
 
+import functools
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
 
 import functx as fx
 import functx.numpy as fnp
+from functx import compiler
+from functx.compiler import memory
 from functx.ir import AbstractArray
+from functx.registry import Primitive, Registry
 from functx.primitives.elementwise import _arithmetic as arith
 from functx.primitives.linalg import dot_general_p
 from functx.transforms.reverse import ConcreteTraceBuilder
@@ -152,3 +157,175 @@ def test_chain_with_constant_factors_keeps_half() -> None:
         want = want * 0.9 * np.cos(x)
         x = 0.9 * np.sin(x)
     np.testing.assert_allclose(g, want, rtol=1e-12)
+
+
+# -- jit: buffer reuse and donation (functx.compiler.memory) -------------------------------
+
+@pytest.fixture(params=["none", "numba"])
+def jit_compiler(request):
+    """Each jit test runs replaying the trace (ufunc steps) and with fused Numba kernels."""
+    old = compiler.set_jit_compiler(request.param)
+    yield request.param
+    compiler.set_jit_compiler(old)
+
+
+@pytest.fixture
+def plan_everything(monkeypatch):
+    """Plan intermediates of any size (the tests' arrays are small)."""
+    monkeypatch.setattr(memory, "MIN_BYTES", 0)
+
+
+def _loss(params, x):
+    h = fnp.tanh(x @ params["w"] + params["b"])
+    return fnp.sum((h * params["s"]) ** 2)
+
+
+def _step(params, x):
+    g = fx.grad(_loss)(params, x)
+    return {k: params[k] - 0.1 * g[k] for k in params}
+
+
+def _params(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"w": rng.standard_normal((16, 8)), "b": rng.standard_normal(8),
+            "s": rng.standard_normal(8)}
+
+
+def test_donated_training_step_updates_in_place(jit_compiler) -> None:
+    x = np.random.default_rng(1).standard_normal((4, 16))
+    want = fx.jit(_step)(_params(), x)
+    p = _params()
+    bufs = dict(p)
+    got = fx.jit(_step, donate_argnums=0)(p, x)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+        assert np.shares_memory(got[k], bufs[k]), k   # the update wrote into the donated buffer
+        assert not got[k].flags.writeable             # results stay read-only
+
+
+def test_donated_steps_in_a_loop_match_undonated(jit_compiler) -> None:
+    x = np.random.default_rng(2).standard_normal((4, 16))
+    plain, donating = fx.jit(_step), fx.jit(_step, donate_argnames="params")
+    p_ref, p = _params(), _params()
+    first = dict(p)
+    for _ in range(4):
+        p_ref = plain(p_ref, x)
+        p = donating(p, x)  # the previous results (read-only functx arrays) are donated too
+    for k in p:
+        np.testing.assert_array_equal(p[k], p_ref[k])
+        assert np.shares_memory(p[k], first[k])
+    p = donating(params=p, x=x)  # donated by keyword
+    np.testing.assert_array_equal(p["w"], plain(p_ref, x)["w"])
+
+
+def test_donation_never_changes_results_seen_elsewhere(jit_compiler, plan_everything) -> None:
+    """A donated buffer is not used where a view of it is a result, or where the same array
+    is also passed undonated."""
+    x = np.arange(12.0).reshape(3, 4)
+    f = fx.jit(lambda a: (a.T, a + 1.0), donate_argnums=0)
+    with pytest.warns(UserWarning, match="donated buffers were not usable"):
+        t, y = f(x.copy())
+    np.testing.assert_array_equal(t, x.T)
+    np.testing.assert_array_equal(y, x + 1.0)
+    g = fx.jit(lambda a, b: (a * 2.0, b + 0.0), donate_argnums=0)
+    a = x.copy()
+    d, e = g(a, a)
+    np.testing.assert_array_equal(d, x * 2.0)
+    np.testing.assert_array_equal(e, x)
+
+
+def test_views_of_dead_buffers_keep_them_alive(jit_compiler, plan_everything) -> None:
+    """An intermediate whose view is still needed is not written over."""
+    def f(x):
+        a = fnp.sin(x)
+        v = a.reshape(4, 3)          # a view of a's memory
+        b = fnp.cos(a) + 1.0         # a's last direct use
+        c = fnp.exp(b) * 2.0         # b dies: a candidate buffer of a's type
+        return v.reshape(3, 4) * c
+    x = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    np.testing.assert_allclose(fx.jit(f)(x), f(x), rtol=1e-14)
+    np.testing.assert_allclose(fx.jit(f, donate_argnums=0)(x.copy()), f(x), rtol=1e-14)
+
+
+def test_unusable_donation_warns_once_per_signature(jit_compiler) -> None:
+    f = fx.jit(lambda a, b: fnp.sum(a) * b, donate_argnums=0)
+    with pytest.warns(UserWarning, match=r"f64\[5\]"):
+        f(np.ones(5), 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(f(np.ones(5), 3.0)) == 15.0   # the same signature: no new warning
+    with pytest.warns(UserWarning, match=r"f64\[6\]"):
+        f(np.ones(6), 2.0)
+
+
+def test_donate_argument_errors() -> None:
+    def step(params, x, *, lr=0.1):
+        return params
+    with pytest.raises(fx.FunctxError, match="no argument 2 to donate"):
+        fx.jit(step, donate_argnums=2)
+    with pytest.raises(fx.FunctxError, match="negative"):
+        fx.jit(step, donate_argnums=-1)
+    with pytest.raises(fx.FunctxError, match="donate_argnums"):
+        fx.jit(step, donate_argnums="params")
+    with pytest.raises(fx.FunctxError, match="both static and donated"):
+        fx.jit(step, static_argnums=1, donate_argnums=(0, 1))
+    with pytest.raises(fx.FunctxError, match="both static and donated"):
+        fx.jit(step, static_argnames="lr", donate_argnames="lr")
+    with pytest.raises(fx.FunctxError, match="'y'"):
+        fx.jit(step, donate_argnames="y")
+    fx.jit(step, donate_argnames="lr")  # a keyword-only parameter may be donated
+
+
+# A probe primitive (private registry) whose out-implementation logs the buffers it gets.
+_PROBES = Registry()
+probe_p = Primitive("probe_sin", registry=_PROBES)
+probe_p.def_abstract_eval(lambda x: x)
+probe_p.def_impl(lambda xp, x: xp.sin(x))
+_GOT: list = []
+
+
+@functools.partial(probe_p.def_impl_out, alias="any")
+def _probe_out(xp, x, *, out):
+    _GOT.append(out)
+    return xp.sin(x, out=out)
+
+
+def test_dead_intermediates_and_donated_inputs_are_reused(plan_everything) -> None:
+    """Each probe step after the first writes into the buffer of the value that dies there
+    (in place); with donation, the first one too."""
+    old = compiler.set_jit_compiler("none")  # (the probe is not fusible anyway)
+    try:
+        def f(x):
+            for _ in range(4):
+                x = probe_p.bind(x)
+            return x
+        x = np.linspace(0.0, 1.0, 10)
+        _GOT.clear()
+        np.testing.assert_array_equal(fx.jit(f)(x), f(x))
+        assert len(_GOT) == 3 and all(b is _GOT[0] for b in _GOT)
+        _GOT.clear()
+        a = x.copy()
+        out = fx.jit(f, donate_argnums=0)(a)
+        np.testing.assert_array_equal(out, f(x))
+        assert len(_GOT) == 4 and all(b is a for b in _GOT) and np.shares_memory(out, a)
+    finally:
+        compiler.set_jit_compiler(old)
+
+
+def test_kernel_writes_into_given_outputs() -> None:
+    """``Kernel(*arrays, outs=...)``: the fused kernel fills preallocated outputs."""
+    pytest.importorskip("numba")
+    old = compiler.set_jit_compiler("numba")
+    try:
+        low = fx.jit(lambda x, y: fnp.exp(x) * y + 1.0).lower(np.ones(6), np.ones(6))
+    finally:
+        compiler.set_jit_compiler(old)
+    (k,) = low.kernels
+    x, y = np.linspace(0, 1, 6), np.linspace(1, 2, 6)
+    buf = np.empty(6)
+    (out,) = k(x, y, outs=[buf])
+    assert out is buf
+    np.testing.assert_allclose(buf, np.exp(x) * y + 1.0, rtol=1e-15)
+    assert (0, 0) in k.inplace and (1, 0) in k.inplace   # elementwise: in place is safe
+    (again,) = k(x, y, outs=[x])                        # in place on its first input
+    np.testing.assert_allclose(again, buf, rtol=1e-15)
