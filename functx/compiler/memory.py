@@ -260,6 +260,7 @@ def plan_buffers(plan: Any, in_avals: Sequence[Any], backend: Any,
     template, steps, out_slots = plan
     donated = tuple(donated or ())
     n_in = len(in_avals)
+    results = set(out_slots)
     never = len(steps)  # the death step of a slot that is never freed (a result)
     aval_of: dict[int, Any] = {i: a for i, a in enumerate(in_avals)}
     death: dict[int, int] = {}
@@ -298,6 +299,34 @@ def plan_buffers(plan: Any, in_avals: Sequence[Any], backend: Any,
         a = aval_of[s]
         return tuple(a.shape), np.dtype(a.dtype)
 
+    # As in JAX, each donated argument is meant for the first result of its type not yet
+    # given one (in the order of the leaves): parameters -> updated parameters. It is
+    # kept for that result until the step that makes it.
+    made_at: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        for s in ((step[3],) if type(step[3]) is int else step[3]):
+            made_at[s] = k
+    # A reserved buffer may serve an intermediate first (a chain of steps in place): the
+    # reservation then passes to that intermediate, whose memory it now is.
+    meant: dict[int, int] = {}        # result slot -> the buffer meant for it
+    reserved: dict[int, int] = {}     # buffer -> the result slot it is meant for
+    for d in sorted(r for r in reusable_root if r < n_in):
+        for o in out_slots:
+            if o not in meant and o in made_at and key(o) == key(d):
+                meant[o], reserved[d] = d, o
+                break
+
+    def free_for(s: int, k: int, o: int) -> bool:
+        """Whether buffer ``s`` may take slot ``o`` (made at step ``k``)."""
+        r = reserved.get(s)
+        return (r is None or made_at[r] <= k or meant.get(o) == s
+                or (o not in results and o in reusable_root))
+
+    def take(s: int, o: int) -> None:
+        r = reserved.pop(s, None)
+        if r is not None and r != o and made_at[r] > made_at[o]:
+            meant[r], reserved[o] = o, r  # the memory goes on in ``o``
+
     pool: dict[tuple, list[int]] = defaultdict(list)
     moved: dict[int, int] = {}        # pooled slot -> the step that now takes it
     assigned: list = [None] * len(steps)
@@ -314,21 +343,30 @@ def plan_buffers(plan: Any, in_avals: Sequence[Any], backend: Any,
             pairs = alias(params) if callable(alias) else None
             in_set = set(ins)
             bufs: list = []
+            out_list = (outs,) if type(outs) is int else outs
             for j, v in enumerate(eqn.outputs):
+                o = out_list[j]
                 want = (tuple(v.aval.shape), np.dtype(v.aval.dtype))
+                in_place = [] if alias is None else [
+                    s for i, s in enumerate(ins)
+                    if s in reusable_root and gone[s] == k and s not in taken and
+                    key(s) == want and (pairs is None or (i, j) in pairs) and
+                    (alias == "any" or not any(m != s and m in in_set for m in members[s]))
+                    and free_for(s, k, o)]
                 choice = None
-                if alias is not None:  # in place: an input whose memory dies here
-                    for i, s in enumerate(ins):
-                        if s in reusable_root and gone[s] == k and s not in taken and \
-                                key(s) == want and (pairs is None or (i, j) in pairs) and \
-                                (alias == "any" or not any(m != s and m in in_set
-                                                           for m in members[s])):
-                            choice = s
-                            break
-                if choice is None and pool.get(want):
-                    choice = pool[want].pop()
-                    moved[choice] = k
+                if meant.get(o) in in_place:   # in place: the argument donated for it
+                    choice = meant[o]
+                elif in_place:                 # in place: an input whose memory dies here
+                    choice = in_place[0]
+                elif meant.get(o) in pool.get(want, ()):
+                    choice = meant[o]
+                    pool[want].remove(choice)
+                elif pool.get(want):
+                    choice = _pick(pool[want], n_in, o in results, lambda s: free_for(s, k, o))
                 if choice is not None:
+                    if choice not in in_place:
+                        moved[choice] = k
+                    take(choice, o)
                     taken.add(choice)
                     if choice < n_in:
                         used_donated.add(choice)
@@ -363,6 +401,19 @@ def plan_buffers(plan: Any, in_avals: Sequence[Any], backend: Any,
         new_steps = [(fn, tuple(len(template) - 1 if s is _NONE_SLOT else s for s in ins),
                       *rest) for fn, ins, *rest in new_steps]
     return template, new_steps, out_slots
+
+
+def _pick(free: list[int], n_in: int, result: bool, allowed: Callable[[int], bool]
+          ) -> int | None:
+    """Take a buffer from ``free`` (dead buffers of one type, oldest first) that
+    ``allowed``: for a result of the call, a donated argument's if there is one; for an
+    intermediate, an intermediate's if there is one (keeping donated buffers for the
+    results). The most recently freed otherwise; None if none is allowed."""
+    for want_donated in (result, not result):
+        for k in range(len(free) - 1, -1, -1):
+            if (free[k] < n_in) == want_donated and allowed(free[k]):
+                return free.pop(k)
+    return None
 
 
 class _NoneSlot:

@@ -17,7 +17,9 @@ reduction operations run as fused, multi-threaded Numba kernels (compiled on the
 of the signature, cached on disk). ``jitted.lower(*args).as_text()`` shows the optimised
 trace, its clusters and the kernel sources. With ``"none"``, the trace is replayed as traced.
 Not done yet: fused kernels on CUDA and CUDA-graph replay (the GPU replays the optimised
-trace).
+trace). Memory (``functx.compiler.memory``): steps that can write into given memory reuse
+dead buffers of their output's type, and ``donate_argnums``/``donate_argnames`` let a call
+overwrite its donated arguments (a training step updates its parameters in place).
 
 As in JAX, the traced function must be pure: Python side effects run once per signature,
 arrays it closes over are captured as constants when it is traced (later changes to a
