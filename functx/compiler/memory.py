@@ -231,6 +231,11 @@ def _writer(plain: Callable, out_impl: Callable, n_in: int, checks: tuple,
     return several
 
 
+# A value may share the memory of at most this many reusable buffers (through steps that
+# may return views); beyond it those buffers are not reused (keeps planning linear).
+_MAX_SHARED = 32
+
+
 def _nbytes(aval: Any) -> int:
     return int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
 
@@ -280,6 +285,9 @@ def plan_buffers(plan: Any, in_avals: Sequence[Any], backend: Any,
             int(np.prod(v.aval.shape, dtype=np.int64)) > 0 for v in eqn.outputs)
         out_impls.append(out_impl if ok else None)
         shared = frozenset().union(*(roots.get(s, frozenset()) for s in ins))
+        if len(shared) > _MAX_SHARED:  # (bounded planning time: those are not reused)
+            reusable_root.difference_update(shared)
+            shared = frozenset()
         for s, v in zip(slots, eqn.outputs):
             aval_of[s] = v.aval
             if out_impl is not None:

@@ -76,6 +76,9 @@ Compiler rules (optional; ``jit``'s compiler reads them, never naming a primitiv
 output element is computed, as a typed expression tree any code generator renders
 (:mod:`functx.registry.scalar`), and ``prim.def_simplify(rule)`` gives the primitive's
 algebraic identities to the simplification pass (:mod:`functx.registry.rewrite`).
+``prim.def_impl_out(fn, alias=...)`` gives an implementation that writes into preallocated
+memory, so ``jit``'s memory planner (``functx.compiler.memory``) can hand the step a dead
+buffer or a donated argument; ufunc primitives get one from ``unary``/``binary``.
 
 ``python -m functx.registry`` prints which rules every primitive has.
 """

@@ -48,8 +48,7 @@ from functx.compiler.lowering import Lowered, fuse, numba_available
 from functx.compiler.memory import (donated_leaves, donation_spec, finalize_outputs,
                                     plan_buffers, prepare_donated)
 from functx.compiler.passes import optimize
-from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
-                             get_default_device)
+from functx.backends import CPU as _CPU, backend_of, device_of, get_backend, get_default_device
 from functx.errors import ArgumentTypeError, FunctxError
 from functx.ir import Literal, Trace, abstractify, typecheck
 from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_constants,
@@ -369,6 +368,8 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         >>> step = fx.jit(fx.grad(loss))
         >>> g = step(params, x, y)       # traced and cached
         >>> g = step(params, x2, y2)     # same shapes and dtypes: replayed, no tracing
+        >>> update = fx.jit(sgd_step, donate_argnums=0)
+        >>> params = update(params, x, y)  # new parameters in the old ones' memory
     """
     fname = f"jit({getattr(f, '__name__', 'f')})"
     check_callable(f, "jit")

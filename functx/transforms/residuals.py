@@ -23,8 +23,9 @@ elementwise, linear-algebra, reduction... rules) are analysed. Rules that declar
 input (``save_inputs=True`` or a slice: higher-order primitives, ``custom_vjp``, composite
 rules) keep their declaration: they may call user code, which should not run an extra
 time. Nor do multiple-result rules that take None cotangents (``none_cts``). Where the
-analysis fails (a rule that needs concrete values), the declaration is kept. Numerical results never change: the rule is called with the same values for what it
-reads.
+analysis fails (a rule that needs concrete values), the declaration is kept; a second
+trace checks that the rule runs with the dropped residuals as abstract values. Numerical
+results never change: the rule is called with the same values for what it reads.
 """
 from __future__ import annotations
 
