@@ -232,6 +232,13 @@ def test_donation_never_changes_results_seen_elsewhere(jit_compiler, plan_everyt
     d, e = g(a, a)
     np.testing.assert_array_equal(d, x * 2.0)
     np.testing.assert_array_equal(e, x)
+    # one array twice (and a view of it) inside a donated pytree
+    h = fx.jit(lambda p: (p[0] * 2.0, p[1] + 1.0, p[2] - 1.0), donate_argnums=0)
+    a = x.copy()
+    d, e, r = h((a, a, a[1:]))
+    np.testing.assert_array_equal(d, x * 2.0)
+    np.testing.assert_array_equal(e, x + 1.0)
+    np.testing.assert_array_equal(r, x[1:] - 1.0)
 
 
 def test_views_of_dead_buffers_keep_them_alive(jit_compiler, plan_everything) -> None:

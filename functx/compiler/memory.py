@@ -150,8 +150,8 @@ def donated_leaves(flat: FlatArgs, kwargs: dict, nums: Sequence[int],
 
 def prepare_donated(inputs: list, donated: Sequence[bool], consts: Sequence[Any]) -> list:
     """The inputs of one call, where a donated array that is also another input (the same
-    array, or a view of the same memory owner) or a constant of the trace is replaced by a
-    copy: the other use must not see it overwritten."""
+    array, or a view of the same memory owner, donated or not) or a constant of the trace
+    is replaced by a copy: the other use must not see it overwritten."""
     others: set[int] = set()
     for x, d in zip(inputs, donated):
         if not d:
@@ -167,10 +167,11 @@ def prepare_donated(inputs: list, donated: Sequence[bool], consts: Sequence[Any]
         if not d:
             continue
         owner = getattr(x, "base", None)
-        if id(x) in others or id(x) in seen or (owner is not None and id(owner) in others):
+        ids = (id(x),) if owner is None else (id(x), id(owner))
+        if any(i in others or i in seen for i in ids):
             out[k] = x.copy()
         else:
-            seen.add(id(x))
+            seen.update(ids)
     return out
 
 
