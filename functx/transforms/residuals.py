@@ -50,9 +50,11 @@ def needed_residuals(prim: Primitive, needs: Sequence[bool], in_avals: Sequence[
 
     Args:
         prim: the primitive (its VJP rule and declared residuals).
-        needs: one bool per input: whether its cotangent is needed.
+        needs: one bool per input: whether its cotangent is needed (or anything whose
+            truth says it: grad passes the variables receiving cotangents, None elsewhere).
         in_avals: the abstract values of the inputs.
-        out_avals: the abstract values of the outputs (one per output).
+        out_avals: the abstract values of the outputs (one per output), or the output
+            variables.
         params: the equation's parameters.
 
     Returns:
@@ -69,14 +71,15 @@ def needed_residuals(prim: Primitive, needs: Sequence[bool], in_avals: Sequence[
         return None
     if not declared and not prim.save_output:
         return (), False
-    needs = tuple(bool(n) for n in needs)
+    needs = tuple(map(bool, needs))  # (grad passes its targets: variables or None)
     try:
-        key = (prim, needs, tuple(in_avals), tuple(params.items()))
+        key = (prim, needs, tuple(in_avals), tuple(params.items()) if params else ())
         hit = _CACHE.get(key)
     except TypeError:  # an unhashable parameter
         return None
     if hit is None:
-        hit = _analyse(prim, needs, list(in_avals), list(out_avals), params, declared)
+        outs = [getattr(a, "aval", a) for a in out_avals]  # (variables: their types)
+        hit = _analyse(prim, needs, list(in_avals), outs, params, declared)
         if len(_CACHE) >= CACHE_LIMIT:
             _CACHE.clear()
         _CACHE[key] = hit

@@ -112,8 +112,7 @@ class ConcreteTraceBuilder(TraceBuilder):
             if type(saved) is not tuple:
                 saved = prim.saved_input_indices(len(atoms))
             elif None in targets:  # some cotangents unneeded: save what the others read
-                hit = needed_residuals(prim, [t is not None for t in targets], ins,
-                                       [v.aval for v in out_vars], params)
+                hit = needed_residuals(prim, targets, ins, out_vars, params)
                 if hit is not None:
                     saved, save_out = hit
             for i in saved:
@@ -231,8 +230,7 @@ def vjp_record(eqn: Any, ins: Sequence[Any], outs: Sequence[Any],
     if prim.vjp is not None:
         saved = prim.saved_input_indices(len(eqn.inputs))
         if None in targets:  # some cotangents unneeded: save what the others read
-            hit = needed_residuals(prim, [t is not None for t in targets], rec_ins,
-                                   [v.aval for v in eqn.outputs], eqn.params)
+            hit = needed_residuals(prim, targets, rec_ins, eqn.outputs, eqn.params)
             if hit is not None:
                 saved, save_out = hit
         for i in saved:
