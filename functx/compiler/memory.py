@@ -354,6 +354,7 @@ def plan_buffers(plan: Any, in_avals: Sequence[Any], backend: Any,
     for r, k in gone.items():
         if k < never:
             entering[k].append(r)
+    recent: list[int] = []  # the intermediates that entered the pool at the step before
     for k, (impl, ins, params, outs, free, eqn) in enumerate(steps):
         out_impl = out_impls[k]
         taken: set[int] = set()
@@ -393,9 +394,15 @@ def plan_buffers(plan: Any, in_avals: Sequence[Any], backend: Any,
                 bufs.append(choice)
             if any(b is not None for b in bufs):
                 assigned[k] = bufs
+        for r in recent:  # an intermediate fits only the step right after its death
+            if r in pool[key(r)]:
+                pool[key(r)].remove(r)
+        recent = []
         for r in entering.get(k, ()):
             if r not in taken:
                 pool[key(r)].append(r)
+                if r >= n_in:
+                    recent.append(r)
     if not any(a is not None for a in assigned):
         _warn_unused(donated, used_donated, in_avals, where)
         return plan
