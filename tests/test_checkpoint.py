@@ -481,12 +481,16 @@ def test_checkpoint_keeps_less_memory() -> None:
     kept_ck, peak_ck = _kept_and_peak(loss(fx.checkpoint), x)
     kept_all, _ = _kept_and_peak(loss(functools.partial(
         fx.checkpoint, policy=cp.everything_saveable)), x)
-    assert kept_plain >= 4 * depth * act  # tanh, sin, mul, tanh outputs per block
+    # plain vjp keeps h, sin(h) and the last tanh's output per block: the weights are
+    # constants, so neither x (read by x @ w only for w's cotangent) nor s (read by s @ v
+    # only for v's) is kept (functx.transforms.residuals)
+    assert 3 * depth * act <= kept_plain <= 4 * depth * act
     assert kept_ck <= (depth + 1) * act + 64 * 1024  # block inputs (+ the loss input)
-    assert kept_ck <= kept_plain / 4
-    assert peak_ck <= peak_plain / 2
-    # everything_saveable keeps the same as no checkpoint (plus each block's output)
-    assert kept_plain - act <= kept_all <= kept_plain + (depth + 1) * act
+    assert kept_ck <= kept_plain / 2.5
+    assert peak_ck <= peak_plain / 1.5
+    # everything_saveable keeps every intermediate of each block: at least as much as no
+    # checkpoint (which keeps only what the needed cotangents read)
+    assert kept_plain - act <= kept_all <= 6 * depth * act
 
 
 def test_eager_checkpoint_frees_intermediates() -> None:

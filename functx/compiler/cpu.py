@@ -205,10 +205,12 @@ def _offset(strides: list, loop_vars: list) -> str:
     return " + ".join(terms) or "0"
 
 
-def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
+def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset]:
     """The Numba source of cluster ``c`` as a function ``name(in..., out...)`` of flat
-    contiguous arrays, the cluster's output variables in argument order, and whether it
-    runs in parallel."""
+    contiguous arrays, the cluster's output variables in argument order, whether it
+    runs in parallel, and the (input, output) index pairs that may share memory: the input
+    is read only at the element the output writes, before it is written (no reduction,
+    no broadcast or transposed read of it), so the kernel may run in place."""
     size = int(np.prod(c.shape, dtype=np.int64))
     parallel = size >= PARALLEL_MIN
     plan = _Plan(c)
@@ -368,7 +370,15 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool]:
         for oname, op, acc, dt_out in finals:
             src.append(f"    {oname}[0] = {_typed(dt_out, acc)}")
     text = "\n".join(src) + "\n"
-    return text, outs, "prange(" in text  # parallel only where a loop can be
+    inplace: set = set()
+    if not red_out:
+        for j, (kind, v, oname, op) in enumerate(stores):
+            for i, u in enumerate(c.inputs):
+                ops = [o for (lv, _ax), (_l, o, _a) in loads.items() if lv is u]
+                if ops and tuple(u.aval.shape) == tuple(v.aval.shape) and all(
+                        plan.operands[o] == plan.operands[op] for o in ops):
+                    inplace.add((i, j))
+    return text, outs, "prange(" in text, frozenset(inplace)  # (parallel where a loop can be)
 
 
 _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
@@ -383,10 +393,13 @@ class Kernel:
     """One compiled cluster: its source, and the callable that runs it on arrays.
 
     Calling it with the cluster's input arrays returns the list of its output arrays
-    (compiling on the first call)."""
+    (compiling on the first call). ``outs=`` gives preallocated C-contiguous outputs (one
+    array or None per output, of its shape and dtype): the kernel writes into them and
+    returns them (``jit``'s memory planner, :mod:`functx.compiler.memory`). An output may
+    share memory with an input only for the pairs in ``kernel.inplace``."""
 
     def __init__(self, c: Cluster, index: int) -> None:
-        body, self.outputs, self.parallel = generate(c, "kernel")
+        body, self.outputs, self.parallel, self.inplace = generate(c, "kernel")
         self.source = _HEADER.format(parallel=self.parallel) + body
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:20]
         self.name = f"fused_{index}"
@@ -412,13 +425,19 @@ class Kernel:
                     self.fn = fn
         return self.fn
 
-    def __call__(self, *arrays: Any) -> list:
+    def __call__(self, *arrays: Any, outs: list | None = None) -> list:
         fn = self.fn or self.compile()
         # ravel: a view of a contiguous array, a contiguous copy of a strided one
         flat = [np.ravel(a) for a in arrays]
-        outs = [np.empty(size, dtype) for size, dtype in self.flat_avals]
-        fn(*flat, *outs)
-        return [o.reshape(shape) for o, (shape, _) in zip(outs, self.out_avals)]
+        if outs is None:
+            new = [np.empty(size, dtype) for size, dtype in self.flat_avals]
+            fn(*flat, *new)
+            return [o.reshape(shape) for o, (shape, _) in zip(new, self.out_avals)]
+        outs = [np.empty(shape, dtype) if o is None else o
+                for o, (shape, dtype) in zip(outs, self.out_avals)]
+        # (a 0-d output is a 1-element flat view, as flat_avals says)
+        fn(*flat, *[o.reshape(-1) for o in outs])
+        return outs
 
 
 def _load(key: str, source: str) -> Callable:

@@ -328,6 +328,7 @@ class CudaKernel:
         self.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.outputs]
         self.cluster = c
         self.parallel = True
+        self.inplace = frozenset()  # (input, output) pairs that may share memory: none
         reduced = {r.var for r in Program(c, COMPUTE).reductions}
         self._reduced = [i for i, v in enumerate(self.outputs) if v in reduced]
         self._fns: dict = {}

@@ -28,6 +28,9 @@ fused_p = Primitive("fused", multiple_results=True, registry=FUSED_REGISTRY)
 fused_p.def_abstract_eval(lambda *avals, kernel: tuple(
     AbstractArray(shape, dtype) for shape, dtype in kernel.out_avals))
 fused_p.def_impl(lambda xp, *arrays, kernel: kernel(*arrays))
+# into preallocated outputs (jit's memory planner); in place where the kernel allows it
+fused_p.def_impl_out(lambda xp, *arrays, out, kernel: kernel(*arrays, outs=out),
+                     alias=lambda params: params["kernel"].inplace)
 
 _warned: list = []
 

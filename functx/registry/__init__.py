@@ -76,6 +76,9 @@ Compiler rules (optional; ``jit``'s compiler reads them, never naming a primitiv
 output element is computed, as a typed expression tree any code generator renders
 (:mod:`functx.registry.scalar`), and ``prim.def_simplify(rule)`` gives the primitive's
 algebraic identities to the simplification pass (:mod:`functx.registry.rewrite`).
+``prim.def_impl_out(fn, alias=...)`` gives an implementation that writes into preallocated
+memory, so ``jit``'s memory planner (``functx.compiler.memory``) can hand the step a dead
+buffer or a donated argument; ufunc primitives get one from ``unary``/``binary``.
 
 ``python -m functx.registry`` prints which rules every primitive has.
 """
@@ -100,7 +103,8 @@ RULE_KINDS = ("abstract_eval", "impl[cpu]", "impl[cuda]", "vjp", "jvp", "batch")
 class Primitive:
     """One operation of the IR with all of its rules. See the module docstring."""
 
-    __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "vjp",
+    __slots__ = ("name", "multiple_results", "abstract_eval", "impls", "out_impls", "out_alias",
+                 "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
                  "batch", "dce", "cache_abstract_eval", "has_effects", "scalar", "simplify",
                  "_impl_cache", "__weakref__")
@@ -116,6 +120,9 @@ class Primitive:
         self.multiple_results = multiple_results
         self.abstract_eval: Callable | None = None
         self.impls: dict[str, Callable] = {}
+        # optional: implementations that write into preallocated buffers (def_impl_out)
+        self.out_impls: dict[str, Callable] = {}
+        self.out_alias: str | Callable | None = None
         self.vjp: Callable | None = None
         self.save_inputs: tuple[int, ...] | bool = ()
         self.save_output = False
@@ -160,8 +167,55 @@ class Primitive:
         if fn is None:
             return functools.partial(self.def_impl, backend=backend)
         self.impls[backend] = fn
+        self.out_impls.pop(backend, None)  # (computed what the replaced rule computed)
         self._impl_cache.clear()
         return fn
+
+    def def_impl_out(self, fn: Callable, *, backend: str = "generic",
+                     alias: str | Callable | None = None) -> Callable:
+        """Register an implementation that writes its result into preallocated memory
+        (optional; ``jit``'s memory planner, :mod:`functx.compiler.memory`, uses it to
+        reuse dead buffers and donated arguments).
+
+        Args:
+            fn: ``fn(xp, *arrays, out, **params)``: computes exactly what the plain
+                implementation computes, writes it into ``out`` and returns ``out``.
+                ``out`` is a C-contiguous array of the output's shape and dtype (for a
+                primitive with ``multiple_results``, a list with one such array or None
+                per output; a None output is allocated by ``fn``). It never returns a
+                view of an input.
+            backend: as for :meth:`def_impl`. A backend with its own plain implementation
+                uses only its own out-implementation (the generic one computes something
+                else there).
+            alias: which inputs ``out`` may share memory with (the planner then hands an
+                input that dies at this equation as its output buffer): ``"any"`` (every
+                input of the output's shape and dtype: NumPy ufuncs, which handle
+                overlapping operands), a function ``alias(params) -> set of (input index,
+                output index)`` pairs, or None (never an input: only buffers that are
+                already dead).
+
+        Returns:
+            ``fn``.
+
+        Example:
+            >>> sin_p.def_impl_out(lambda xp, x, *, out: xp.sin(x, out=out), alias="any")
+        """
+        self.out_impls[backend] = fn
+        self.out_alias = alias
+        return fn
+
+    def impl_out_for(self, backend: Any) -> Callable | None:
+        """The out-implementation (see :meth:`def_impl_out`) on a backend, with its ``xp``
+        bound, or None where there is none (or the backend overrides the plain
+        implementation without one)."""
+        rule = self.out_impls.get(backend.name)
+        if rule is None:
+            if backend.name in self.impls:
+                return None
+            rule = self.out_impls.get("generic")
+            if rule is None or "generic" not in self.impls:
+                return None
+        return functools.partial(rule, backend.xp)
 
     def def_vjp(self, fn: Callable | None = None, *, save_inputs: Iterable[int] | bool | slice = (),
                 save_output: bool = False, selective: bool = False) -> Any:

@@ -18,7 +18,12 @@ of the signature, cached on disk). ``jitted.lower(*args).as_text()`` shows the o
 trace, its clusters and the kernel sources. With ``"none"``, the trace is replayed as traced.
 On CUDA the same clusters become generated CUDA C kernels
 (:mod:`functx.compiler.cuda`, compiled with NVRTC through CuPy on the first call, cached on
-disk by CuPy); matrix products and the other primitives run their own implementations.
+disk by CuPy); matrix products and the other primitives run their own implementations, and
+a signature's step replays as one CUDA graph where that pays
+(:mod:`functx.compiler.cuda_graph`). Memory (``functx.compiler.memory``): steps that can
+write into given memory reuse dead buffers of their output's type, and
+``donate_argnums``/``donate_argnames`` let a call overwrite its donated arguments (a
+training step updates its parameters in place).
 
 As in JAX, the traced function must be pure: Python side effects run once per signature,
 arrays it closes over are captured as constants when it is traced (later changes to a
@@ -45,9 +50,10 @@ from functx import compiler as _compiler
 from functx import config, tracing, tree
 from functx.compiler.cuda_graph import CudaGraph, cuda_graphs_enabled
 from functx.compiler.lowering import Lowered, fuse, numba_available
+from functx.compiler.memory import (donated_leaves, donation_spec, finalize_outputs,
+                                    plan_buffers, prepare_donated)
 from functx.compiler.passes import optimize
-from functx.backends import (CPU as _CPU, backend_of, device_of, finalize_cpu, get_backend,
-                             get_default_device)
+from functx.backends import CPU as _CPU, backend_of, device_of, get_backend, get_default_device
 from functx.errors import ArgumentTypeError, FunctxError
 from functx.ir import Literal, Trace, abstractify, typecheck
 from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_constants,
@@ -68,7 +74,7 @@ class _Compiled:
     backend, the lean executor's step list (built on first use)."""
 
     __slots__ = ("trace", "dying", "out_tree", "plans", "closes_over_tracers", "compiler",
-                 "_lowered", "graphs", "graph", "targets")
+                 "_lowered", "graphs", "graph", "targets", "donated", "name")
 
     def __init__(self, trace: Trace, out_tree: Any, compiler: str = "none",
                  targets: tuple = ("cpu", "cuda")) -> None:
@@ -88,6 +94,8 @@ class _Compiled:
         self._lowered: dict[str, Lowered] = {}
         self.out_tree = out_tree
         self.plans: dict[str, Any] = {}
+        self.donated: tuple | None = None  # per input: donated by the caller (memory plan)
+        self.name = "jit"
         # f closed over a tracer of an enclosing transform: the trace is good for this
         # call only, and must run through bind
         self.closes_over_tracers = any(type(c) is Tracer for c in trace.const_values)
@@ -106,7 +114,8 @@ class _Compiled:
             trace, dying = self.trace, self.dying
             if self.compiler == "numba" and backend.name in self.targets:
                 trace, dying = self.fused_trace(backend.name)
-            plan = self.plans[backend.name] = _plan(trace, dying, backend)
+            plan = self.plans[backend.name] = plan_buffers(  # memory: functx.compiler.memory
+                _plan(trace, dying, backend), trace.in_avals, backend, self.donated, self.name)
         if plan is False:
             return eval_trace(self.trace, *inputs, dying=self.dying)
         if self.graphs and backend.name == "cuda":
@@ -121,6 +130,8 @@ class _Compiled:
     def replay(self, plan: tuple, inputs: list, backend: Any) -> list:
         """Run ``plan`` (see :func:`_plan`) on ``inputs``, one step per equation."""
         env, steps, out_slots = plan
+        if self.donated:
+            inputs = prepare_donated(inputs, self.donated, self.trace.const_values)
         env = list(env)
         env[:len(inputs)] = inputs
         on_cpu = backend is _CPU
@@ -142,7 +153,7 @@ class _Compiled:
             for k in free:
                 env[k] = None
         outs = [env[k] for k in out_slots]
-        return [finalize_cpu(o, inputs) for o in outs] if on_cpu else outs
+        return finalize_outputs(outs, inputs, self.donated) if on_cpu else outs
 
 
     def lower(self, target: str = "cpu") -> Lowered:
@@ -334,7 +345,8 @@ def _static_spec(f: Callable, fname: str, static_argnums: Any, static_argnames: 
 
 
 def jit(f: Callable, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = ()) -> Callable:
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        donate_argnames: str | Sequence[str] = ()) -> Callable:
     """Cache the trace of ``f`` per argument signature and replay it on later calls.
 
     Args:
@@ -345,6 +357,17 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         static_argnames: the same for keyword arguments, by name. As in JAX, when only
             one of the two is given the other is inferred from ``f``'s signature, so a
             static argument may be passed by position or by name.
+        donate_argnums: positions of arguments whose buffers the call may reuse (as in
+            ``jax.jit``): every array leaf of a donated argument may be overwritten by the
+            call, and a result may be that very memory, so a training step
+            ``params = step(params, x)`` updates the parameters in place of their buffers.
+            The caller must not read a donated array after the call (nor use anything that
+            holds it: a ``vjp`` function, a jitted function that closed over it). Where
+            no step can use a donated buffer (no result of its shape and dtype), ``jit``
+            warns once per signature. A donated array also passed as another argument is
+            copied first. Donation is ignored under an enclosing transform.
+        donate_argnames: the same by keyword name (the other inferred, as for static
+            arguments). An argument cannot be both static and donated.
 
     Returns:
         A function with ``f``'s signature and results. ``.cache_size()`` tells how many
@@ -363,7 +386,9 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         ArgumentTypeError: ``f`` is not callable, ``static_argnums`` is not ints,
             ``static_argnames`` not strings, or either names an argument ``f`` does not
             take (when ``jit`` is called, where the signature tells); at a call, a static
-            position beyond the positional arguments passed.
+            position beyond the positional arguments passed. The same for
+            ``donate_argnums``/``donate_argnames`` (a negative position too), and an
+            argument both static and donated.
         FunctxError: a static argument is not hashable, or an argument is not an array.
         ConcretizationError: ``f`` needs the value of a traced argument (Python control
             flow on it): make that argument static, or use ``functx.numpy.where``.
@@ -372,10 +397,13 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
         >>> step = fx.jit(fx.grad(loss))
         >>> g = step(params, x, y)       # traced and cached
         >>> g = step(params, x2, y2)     # same shapes and dtypes: replayed, no tracing
+        >>> update = fx.jit(sgd_step, donate_argnums=0)
+        >>> params = update(params, x, y)  # new parameters in the old ones' memory
     """
     fname = f"jit({getattr(f, '__name__', 'f')})"
     check_callable(f, "jit")
     nums, names, by_keyword = _static_spec(f, fname, static_argnums, static_argnames)
+    donate = donation_spec(f, fname, donate_argnums, donate_argnames, nums, names)
     cache: OrderedDict[Any, _Compiled] = OrderedDict()
 
     def static_positions(n: int) -> set[int]:
@@ -409,6 +437,9 @@ def jit(f: Callable, static_argnums: int | Sequence[int] = (),
                               "lists, or make the argument an array (not static).") from None
         if compiled is None:
             compiled = _compile(f, fname, flat)
+            compiled.name = fname
+            if donate[0] or donate[1]:  # (memory: functx.compiler.memory)
+                compiled.donated = donated_leaves(flat, kwargs, *donate)
             if not compiled.closes_over_tracers:
                 cache[key] = compiled
                 while len(cache) > max(int(CACHE_SIZE), 0):

@@ -28,6 +28,7 @@ from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, apply_eager, aval_of_value,
                             bind, leak_error, staged_like, user_source)
 from functx.transforms.interpret import walk_reverse
+from functx.transforms.residuals import needed_residuals
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
            "is_float", "zeros", "seed", "read_only", "snapshot_records"]
@@ -105,11 +106,18 @@ class ConcreteTraceBuilder(TraceBuilder):
         self.eqns.append(_new_tuple(Eqn, (prim, tuple(atoms), params, out_vars,
                                           None if vjp is not None else user_source(3))))
         ins = list(map(_aval_of_atom, atoms))  # (no list comprehension's frame)
+        save_out = prim.save_output
         if vjp is not None:
             saved = prim.save_inputs
-            for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
+            if type(saved) is not tuple:
+                saved = prim.saved_input_indices(len(atoms))
+            elif None in targets:  # some cotangents unneeded: save what the others read
+                hit = needed_residuals(prim, targets, ins, out_vars, params)
+                if hit is not None:
+                    saved, save_out = hit
+            for i in saved:
                 ins[i] = vals[i]
-        if prim.save_output:
+        if save_out:
             res_out = out
         else:
             res_out = [v.aval for v in out_vars] if multiple else out_vars[0].aval
@@ -219,11 +227,17 @@ def vjp_record(eqn: Any, ins: Sequence[Any], outs: Sequence[Any],
     """
     prim = eqn.prim
     rec_ins = [a.aval for a in eqn.inputs]
-    if prim.vjp is not None:
-        for i in prim.saved_input_indices(len(eqn.inputs)):
-            rec_ins[i] = ins[i]
-    out = list(outs) if prim.save_output else [v.aval for v in eqn.outputs]
     targets = tuple(a if type(a) is Var and receives(a) else None for a in eqn.inputs)
+    save_out = prim.save_output
+    if prim.vjp is not None:
+        saved = prim.saved_input_indices(len(eqn.inputs))
+        if None in targets:  # some cotangents unneeded: save what the others read
+            hit = needed_residuals(prim, targets, rec_ins, eqn.outputs, eqn.params)
+            if hit is not None:
+                saved, save_out = hit
+        for i in saved:
+            rec_ins[i] = ins[i]
+    out = list(outs) if save_out else [v.aval for v in eqn.outputs]
     return tuple(rec_ins), out if prim.multiple_results else out[0], targets
 
 

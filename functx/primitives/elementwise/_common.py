@@ -123,24 +123,35 @@ def _cpu_binary_ufunc(name: str) -> Callable:
     bfloat16, keeps the bare ufunc)."""
     ufunc = getattr(np, name)
 
-    def rule(xp, x, y):
+    def rule(xp, x, y, out=None):
         if type(y) in _PY_SCALARS:
             if type(x) not in _PY_SCALARS and x.dtype.kind == "V":
                 x, y = join_weak(np, (x, y))
         elif type(x) in _PY_SCALARS and y.dtype.kind == "V":
             x, y = join_weak(np, (x, y))
-        return ufunc(x, y)
+        return ufunc(x, y) if out is None else ufunc(x, y, out=out)
     rule.__name__ = rule.__qualname__ = name
+    return rule
+
+
+def _ufunc_out(name: str) -> Callable:
+    """The array module's ufunc ``name`` writing into ``out`` (jit's memory planner)."""
+    def rule(xp, *args, out):
+        return getattr(xp, name)(*args, out=out)
+    rule.__name__ = rule.__qualname__ = name + "_out"
     return rule
 
 
 def unary(name: str, impl: Callable | str, accepts: str = "any",
           out_dtype: Any = None) -> Primitive:
     """A new elementwise unary primitive with the same-shape rule and a generic impl (a
-    rule, or the name of the array-module ufunc, e.g. ``"sin"``)."""
+    rule, or the name of the array-module ufunc, e.g. ``"sin"``, which also serves as its
+    out-implementation: ``Primitive.def_impl_out``)."""
     p = Primitive(name)
     p.def_abstract_eval(make_unary_aval(name, accepts, out_dtype))
     p.def_impl(impl)
+    if isinstance(impl, str):
+        p.def_impl_out(_ufunc_out(impl), alias="any")
     return p
 
 
@@ -152,7 +163,10 @@ def binary(name: str, impl: Callable | str, accepts: str = "any",
     p.def_abstract_eval(make_binary_aval(name, accepts, out_dtype))
     if isinstance(impl, str):
         p.def_impl(impl)
-        p.def_impl(_cpu_binary_ufunc(impl), backend="cpu")
+        cpu = _cpu_binary_ufunc(impl)
+        p.def_impl(cpu, backend="cpu")
+        p.def_impl_out(_ufunc_out(impl), alias="any")  # (out-implementations, as unary's)
+        p.def_impl_out(cpu, backend="cpu", alias="any")
     else:
         p.def_impl(weak_scalars_kept(impl))
     return p
