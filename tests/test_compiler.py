@@ -487,3 +487,25 @@ def test_operand_transposes_fold_into_dot_general() -> None:
         if left == 0:
             assert prims(trace) == ["dot_general"], prims(trace)
         np.testing.assert_allclose(fx.jit(f)(*args), f(*args), rtol=1e-13, atol=1e-13)
+
+
+def test_the_gradient_of_a_split_is_one_concatenate() -> None:
+    """The pieces' cotangents of ``split`` (pads added together) become a concatenate."""
+    x = np.random.default_rng(1).standard_normal((4, 9))
+
+    def f(x):
+        q, k, v = fnp.split(x, 3, axis=1)
+        return fnp.sum(fnp.sin(q) * fnp.cos(k) + v * v)
+
+    g = fx.jit(fx.grad(f))
+    names = prims(checked(g.lower(x).trace))
+    assert "pad" not in names and names.count("concatenate") == 1, names
+    np.testing.assert_allclose(g(x), fx.grad(f)(x), rtol=1e-13, atol=1e-13)
+
+    def uneven(x):  # pieces that do not cover the axis stay padded
+        return fnp.sum(fnp.sin(x[:, 1:4])) + fnp.sum(fnp.cos(x[:, 4:6]))
+
+    g = fx.jit(fx.grad(uneven))
+    names = prims(checked(g.lower(x).trace))
+    assert names.count("pad") == 1 and names.count("concatenate") == 1, names
+    np.testing.assert_allclose(g(x), fx.grad(uneven)(x), rtol=1e-13, atol=1e-13)

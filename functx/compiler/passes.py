@@ -156,13 +156,23 @@ def simplify(trace: Trace) -> Trace:
             return Operand(a.aval, host_literal(a), None, a)
         return Operand(a.aval, known.get(a), producers.get(a), a)
 
+    source: list = [None]  # of the equation being simplified (for the ones a rule adds)
+
     def atom_of(op: Operand) -> Any:
         if op.atom is not None:
             return op.atom
+        r = op.producer
+        if op.value is None and r is not None:  # a new equation (Operand.of): emit it first
+            ins = tuple(atom_of(a) for a in r.args)
+            var = Var(r.prim.abstract_eval(*[a.aval for a in ins], **r.params))
+            eqns.append(Eqn(r.prim, ins, dict(r.params), (var,), source[0]))
+            producers[var] = Rewrite(r.prim, tuple(operand(a) for a in ins), r.params)
+            return var
         value = np.asarray(op.value)
         return Literal(value, AbstractArray((), value.dtype))
 
     for e in trace.eqns:
+        source[0] = e.source
         ins = tuple(_subst(a, env) for a in e.inputs)
         e = e._replace(inputs=ins)
         rule = e.prim.simplify

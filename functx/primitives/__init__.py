@@ -25,4 +25,5 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     collectives,  # psum, all_gather, ... over named axes (functx.named_axes)
     decompositions,  # cholesky, triangular_solve, lu
     eigen,  # qr, eigh, svd, eig, schur, expm
+    _rewrites,  # identities across families (the compiler's simplification)
 )

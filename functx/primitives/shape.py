@@ -609,6 +609,20 @@ def _concatenate_aval(*xs: AbstractArray, dimension: int) -> AbstractArray:
 concatenate_p.def_impl(lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension))
 
 
+@concatenate_p.def_simplify
+def _concatenate_simplify(args, out, *, dimension):
+    """Operands that are concatenates along the same axis are spliced in (one copy)."""
+    flat, spliced = [], False
+    for a in args:
+        prod = a.producer
+        if prod is not None and prod.prim is concatenate_p and prod.params["dimension"] == dimension:
+            flat.extend(prod.args)
+            spliced = True
+        else:
+            flat.append(a)
+    return Rewrite(concatenate_p, tuple(flat), {"dimension": dimension}) if spliced else None
+
+
 @concatenate_p.def_vjp
 def _concatenate_vjp(ct, ins, out, *, dimension):
     cts, offset = [], 0

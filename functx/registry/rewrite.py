@@ -38,6 +38,12 @@ class Operand:
                  atom: Any = None) -> None:
         self.aval, self.value, self.producer, self.atom = aval, value, producer, atom
 
+    @classmethod
+    def of(cls, r: "Rewrite") -> "Operand":
+        """An operand computed by a new equation ``r`` (the pass emits it first): a rule
+        that replaces one equation by two returns the outer one with this as an operand."""
+        return cls(r.prim.abstract_eval(*[a.aval for a in r.args], **r.params), None, r)
+
     @property
     def shape(self) -> tuple:
         return tuple(self.aval.shape)
