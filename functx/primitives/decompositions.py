@@ -360,7 +360,7 @@ def _lu_impl(xp, a):
     if a.size == 0:
         return (xp.zeros(a.shape, a.dtype), xp.zeros(tuple(batch) + (k,), np.int32),
                 xp.broadcast_to(xp.arange(m, dtype=np.int32), tuple(batch) + (m,)).copy())
-    memo = a.size >= _LU_MEMO_MIN_SIZE
+    memo = xp is np and a.size >= _LU_MEMO_MIN_SIZE
     if memo:
         hit = _lu_memo_get(a)
         if hit is not None:
@@ -370,7 +370,8 @@ def _lu_impl(xp, a):
         lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
     piv = np.asarray(piv, np.int32)[..., :k]
     # C order once here, so that every solve with the factors reads them without a copy
-    out = (np.ascontiguousarray(lu, a.dtype), piv, pivots_to_permutation(np, piv, m))
+    out = tuple(xp.asarray(v) for v in (np.ascontiguousarray(lu, a.dtype), piv,
+                                        pivots_to_permutation(np, piv, m)))
     if memo:
         _lu_memo_put(a, out)
     return out
