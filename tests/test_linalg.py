@@ -124,6 +124,63 @@ def test_solve_inv_det_slogdet(dtype: Any) -> None:
     check(lambda x: tuple(fnp.linalg.slogdet(x)), lambda x: tuple(jnp.linalg.slogdet(x)), a)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_solve_slogdet_big_and_stacked_match_jax(dtype: Any) -> None:
+    # Sizes past the LU memo's threshold (one factorisation shared by slogdet and solve)
+    # and stacks solved by the compiled loop over the stack.
+    for a, b in [(well(80, 80, dtype=dtype), rand(80, 5, dtype=dtype)),
+                 (well(70, 10, 10, dtype=dtype), rand(70, 10, 2, dtype=dtype))]:
+        f = (lambda fn, ns: lambda x, y: (ns.linalg.slogdet(x).logabsdet,
+                                          fn(x, y), ns.linalg.inv(x), ns.linalg.det(x)))
+        check(f(fnp.linalg.solve, fnp), f(jnp.linalg.solve, jnp), a, b, argnums=(0, 1))
+
+
+def test_lu_memo_shares_one_factorisation_and_sees_mutation(monkeypatch: Any) -> None:
+    import scipy.linalg
+
+    calls = []
+    real = scipy.linalg.lu_factor
+    monkeypatch.setattr(scipy.linalg, "lu_factor",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    a, b = well(80, 80), rand(80, 3)
+    f = lambda x, y: fnp.linalg.slogdet(x).logabsdet + fnp.sum(fnp.linalg.solve(x, y))
+    ga, gb = fx.grad(f, argnums=(0, 1))(a, b)
+    assert len(calls) == 1  # slogdet's LU serves solve's forward and both VJPs
+    close(ga, np.linalg.inv(a).T - np.linalg.solve(a.T, np.ones((80, 3))) @
+          np.linalg.solve(a, b).T)
+    calls.clear()
+    for _ in range(3):  # an entry serves one more call only: a loop still factors
+        fnp.linalg.det(a)
+    assert len(calls) == 3
+    a[0, 0] += 1.0  # a writeable input changed in place: its old factors are not reused
+    lu1 = fsl.lu_factor(a)[0]
+    lu2 = fsl.lu_factor(a)[0]
+    close(lu1, scipy.linalg.lu_factor(a)[0], 1e-12), close(lu2, lu1, 0)
+    a[1, 1] -= 2.0
+    fsl.lu_factor(a)  # stores
+    close(fsl.lu_factor(a)[0], scipy.linalg.lu_factor(a)[0], 1e-12)
+
+
+@pytest.mark.parametrize("numba", ["1", "0"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_primitive_lu_solve_paths_match_numpy(numba: str, dtype: Any,
+                                             monkeypatch: Any) -> None:
+    from functx.primitives import decompositions as dec
+
+    monkeypatch.setenv("FUNCTX_NUMBA", numba)
+    tol = 1e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    for shape, n, k in [((), 6, 3), ((), 200, 4), ((5, 3), 7, 2), ((2,), 150, 3)]:
+        a = (rand(*shape, n, n, dtype=dtype) / np.sqrt(n) + 3 * np.eye(n)).astype(dtype)
+        b = rand(*shape, n, k, dtype=dtype)
+        lu, _, perm = dec.lu(a)
+        for trans in (0, 1, 2):
+            x = np.asarray(dec.lu_solve(lu, perm, b, trans=trans))
+            op = a if trans == 0 else np.swapaxes(a, -1, -2)
+            want = np.linalg.solve(np.conj(op) if trans == 2 else op, b)
+            assert x.dtype == np.dtype(dtype)
+            close(x, want, tol)
+
+
 def test_slogdet_sign_and_singular() -> None:
     a = np.diag([-2.0, 3.0, 1.0])[[1, 0, 2]]
     s, ld = fnp.linalg.slogdet(a)

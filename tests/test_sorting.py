@@ -328,6 +328,49 @@ def test_quantile_gradient_in_q_and_under_vmap(x64) -> None:
 
 # -- unique ----------------------------------------------------------------------------------
 
+def test_unique_axis_matches_numpy() -> None:
+    """The distinct slices along an axis, their first indices, inverse and counts, as
+    numpy.unique (negative axes, 3-d operands, empty axes, float and int)."""
+    rng = np.random.default_rng(5)
+    cases = [rng.integers(0, 3, (40, 3)), rng.integers(0, 2, (4, 9, 2)),
+             rng.integers(0, 2, (5, 6)).astype(np.float32), np.zeros((3, 0)), np.zeros((0, 3)),
+             TIES, rng.integers(0, 3, (7,))]
+    for x in cases:
+        for axis in list(range(x.ndim)) + [-1]:
+            got = fnp.unique(x, True, True, True, axis=axis)
+            want = np.unique(x, True, True, True, axis=axis)
+            for g, w in zip(got, want):
+                g = np.asarray(g)
+                assert g.shape == w.shape and g.dtype.kind == w.dtype.kind, (x.shape, axis)
+                np.testing.assert_array_equal(g, w)
+            np.testing.assert_array_equal(fnp.unique(x, axis=axis), np.unique(x, axis=axis))
+
+
+def test_unique_axis_nan_rows_size_and_transforms_match_jax(x64) -> None:
+    """As jax.numpy.unique: rows with NaNs in the same places are one row unless
+    equal_nan=False (NumPy keeps them apart); size=/fill_value= pad or cut, under jit and
+    vmap too; the values' gradient follows the first occurrence of each row."""
+    x = np.array([[1.0, np.nan], [1.0, np.nan], [0.0, 2.0], [0.0, 2.0], [3.0, -1.0]])
+    for eq in (True, False):
+        for g, w in zip(fnp.unique(x, True, True, True, axis=0, equal_nan=eq),
+                        jnp.unique(x, True, True, True, axis=0, equal_nan=eq)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w).reshape(np.shape(g)))
+    y = RNG.integers(0, 2, (12, 3)).astype(np.float64)
+    for size in (2, 9):
+        for fill in (None, -7.0):
+            got = functx.jit(lambda v: fnp.unique(v, axis=0, size=size, fill_value=fill))(y)
+            np.testing.assert_array_equal(got, jnp.unique(y, axis=0, size=size, fill_value=fill))
+    ys = np.stack([y, y[::-1] * 2])
+    got = functx.vmap(lambda v: fnp.unique(v, axis=1, size=4))(ys)
+    want = jax.vmap(lambda v: jnp.unique(v, axis=1, size=4))(ys)
+    np.testing.assert_array_equal(got, want)
+    w = RNG.standard_normal((8, 3))
+    f = lambda v, ns: ns.sum(ns.unique(v, axis=0, size=8) * w)
+    g = np.asarray(functx.grad(lambda v: f(v, fnp))(y + 0.1))
+    np.testing.assert_allclose(g, jax.grad(lambda v: f(v, jnp))(y + 0.1))
+    assert np.count_nonzero(np.abs(g).sum(axis=1)) == len(np.unique(y, axis=0)[:8])
+
+
 def test_unique_matches_numpy() -> None:
     for x in (np.array([[3.0, 1.0], [3.0, np.nan]]), RNG.integers(0, 5, (4, 6)),
               np.array([np.nan, 2.0, np.nan, -0.0, 0.0])):
@@ -397,8 +440,10 @@ def test_errors_are_full_sentences() -> None:
         fnp.searchsorted(np.ones((2, 2)), 1.0)
     with pytest.raises(TypeError, match="order="):
         fnp.sort(np.ones(3), order="f")
-    with pytest.raises(NotImplementedError, match="axis="):
-        fnp.unique(np.ones((2, 2)), axis=0)
+    with pytest.raises(ValueError, match="out of"):
+        fnp.unique(np.ones((2, 2)), axis=2)
+    with pytest.raises(ValueError, match="0-d array"):
+        fnp.unique(np.float64(1.0), axis=0)
     with pytest.raises(DTypeError, match="floating-point values"):
         flax.cumlogsumexp(np.arange(3))
     with pytest.raises(DTypeError, match="real values"):

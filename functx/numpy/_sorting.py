@@ -19,7 +19,7 @@ Differences from NumPy:
       ``lower``, ``higher``, ``nearest`` (half to even, as NumPy) and ``midpoint``.
     * ``unique`` without ``size=`` needs concrete values (its length depends on them), so
       it runs eagerly and under ``grad``; with ``size=`` (and ``fill_value=``) it works under
-      ``jit`` and ``vmap`` as ``jax.numpy.unique`` does. ``axis=`` is not supported.
+      ``jit`` and ``vmap`` as ``jax.numpy.unique`` does, with or without ``axis=``.
     * Index results are int64.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 
 from functx.numpy._axes import norm_axes, norm_axis
 from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer, result_type
-from functx.numpy._shape import as_array, concrete_value, on_device_of, ravel
+from functx.numpy._shape import as_array, concrete_value, moveaxis, on_device_of, ravel
 from functx.numpy._ufunc_base import promote_inexact
 from functx.primitives import elementwise as _ew
 from functx.primitives import indexing as _ix
@@ -411,32 +411,70 @@ def _prefix(x: Any, k: int) -> Any:
     return _p.slice(x, (0,), (k,))
 
 
+def _sorted_starts(x: Any, equal_nan: builtins.bool) -> tuple:
+    """``(sorted, perm, starts)`` for 1-d ``x`` (values) or 2-d ``x`` (rows, compared
+    lexicographically): ``starts[i]`` says the ``i``-th sorted entry differs from the one
+    before it (NaNs equal where ``equal_nan``)."""
+    n = x.shape[0]
+    if len(x.shape) == 1:
+        s, perm = _sort.sort([x], dimension=0)
+        head, tail = _p.slice(s, (1,), (n,)), _p.slice(s, (0,), (n - 1,))
+    else:
+        m = x.shape[1]
+        if m == 0:  # rows without elements are all equal
+            perm, s = _iota(x, n), x
+        else:  # sort the rows by their columns, the first column the primary key
+            cols = [_p.reshape(_p.slice(x, (0, j), (n, j + 1)), (n,)) for j in range(m)]
+            perm = _sort.sort(cols, dimension=0, num_keys=m)[-1]
+            s = _ix.gather(x, perm, axis=0)
+        head, tail = _p.slice(s, (1, 0), (n, m)), _p.slice(s, (0, 0), (n - 1, m))
+    differs = _ew.ne(head, tail)
+    if equal_nan and np.dtype(x.dtype).kind in "fcV":
+        differs = _ew.and_(differs, _ew.not_(_ew.and_(_ew.ne(head, head), _ew.ne(tail, tail))))
+    if len(x.shape) == 2:  # a row differs where any of its elements does
+        differs = _ew.gt(_red.reduce_sum(_ew.convert_element_type(differs, new_dtype=_I64),
+                                         (1,)), _int(x, 0))
+    first = _p.constant(x, True, (1,), np.bool_)
+    return s, perm, _p.concatenate([first, differs], 0)
+
+
 def _unique(ar: Any, return_index: builtins.bool, return_inverse: builtins.bool,
             return_counts: builtins.bool, equal_nan: builtins.bool, size: Any,
-            fill_value: Any, name: str) -> tuple:
+            fill_value: Any, name: str, axis: Any = None) -> tuple:
     a = as_array(ar)
-    x = ravel(a)
+    if axis is None:
+        x = ravel(a)
+        inverse_shape = tuple(a.shape)
+    else:  # the slices along axis, as the rows of a 2-d array
+        if len(a.shape) == 0:
+            raise ValueError(f"functx.numpy.{name}: a 0-d array has no axis {axis}.")
+        ax = norm_axis(axis, len(a.shape), name)
+        moved = moveaxis(a, ax, 0)
+        rest = tuple(moved.shape[1:])
+        x = _p.reshape(moved, (moved.shape[0], math.prod(rest)))
+        inverse_shape = (moved.shape[0],)
     n = x.shape[0]
+    row = tuple(x.shape[1:])  # () for values, (m,) for rows
     if size is not None:
         size = operator.index(size)
         if size < 0:
             raise ValueError(f"functx.numpy.{name}: size must be non-negative, got {size}.")
+
+    def finish(vals: Any) -> Any:  # rows back into slices along axis
+        if axis is None:
+            return vals
+        return moveaxis(_p.reshape(vals, (vals.shape[0],) + rest), 0, ax)
+
     if n == 0:
         k = 0 if size is None else size
         fill = 0 if fill_value is None else fill_value
-        vals = _p.broadcast_in_dim(asarray(fill, dtype=x.dtype), (k,), ())
+        vals = _p.broadcast_in_dim(asarray(fill, dtype=x.dtype), (k,) + row, ())
         zeros = _p.constant(x, 0, (k,), _I64)
-        parts = ((True, vals), (return_index, zeros),
-                 (return_inverse, _p.constant(x, 0, tuple(a.shape), _I64)),
+        parts = ((True, finish(vals)), (return_index, zeros),
+                 (return_inverse, _p.constant(x, 0, inverse_shape, _I64)),
                  (return_counts, zeros))
         return tuple(v for wanted, v in parts if wanted)
-    s, perm = _sort.sort([x], dimension=0)
-    head, tail = _p.slice(s, (1,), (n,)), _p.slice(s, (0,), (n - 1,))
-    differs = _ew.ne(head, tail)
-    if equal_nan and np.dtype(x.dtype).kind in "fcV":
-        differs = _ew.and_(differs, _ew.not_(_ew.and_(_ew.ne(head, head), _ew.ne(tail, tail))))
-    first = _p.constant(x, True, (1,), np.bool_)
-    starts = _p.concatenate([first, differs], 0)  # where a new value begins (sorted order)
+    s, perm, starts = _sorted_starts(x, equal_nan)  # starts: where a new value begins
     ids = _ew.sub(_red.cumsum(_ew.convert_element_type(starts, new_dtype=_I64), axis=0),
                   _int(x, 1))
     count = _ew.add(_p.slice(ids, (n - 1,), (n,)), _int(x, 1))  # the number of values, (1,)
@@ -453,18 +491,24 @@ def _unique(ar: Any, return_index: builtins.bool, return_inverse: builtins.bool,
     filled = _ew.lt(_iota(x, k), count)
 
     def place(values: Any, fill: Any) -> Any:
-        out = _ix.scatter(_p.constant(values, 0, (k + 1,), values.dtype), slot, values, axis=0)
-        return _ew.select(filled, _prefix(out, k), fill)
+        shape = tuple(values.shape[1:])
+        out = _ix.scatter(_p.constant(values, 0, (k + 1,) + shape, values.dtype), slot, values,
+                          axis=0)
+        mask = filled if not shape else _p.broadcast_in_dim(filled, (k,) + shape, (0,))
+        return _ew.select(mask, _p.slice(out, (0,) * (1 + len(shape)), (k,) + shape), fill)
 
-    fill = _p.slice(s, (0,), (1,)) if fill_value is None else astype(
-        asarray(fill_value), x.dtype)
-    outs = [place(s, _p.broadcast_in_dim(_p.reshape(fill, ()), (k,), ()))]
+    if fill_value is None:
+        fill = _p.reshape(_p.slice(s, (0,) * len(s.shape), (1,) + row), row)
+    else:
+        fill = _p.reshape(astype(asarray(fill_value), x.dtype), ())
+    outs = [finish(place(s, _p.broadcast_in_dim(fill, (k,) + row,
+                                                tuple(range(1, 1 + len(fill.shape))))))]
     if return_index:
         outs.append(place(perm, _p.broadcast_in_dim(_p.reshape(_p.slice(perm, (0,), (1,)),
                                                                ()), (k,), ())))
     if return_inverse:
         inv = _ix.scatter(_p.constant(ids, 0, (n,), _I64), perm, ids, axis=0)
-        outs.append(_p.reshape(inv, tuple(a.shape)))
+        outs.append(_p.reshape(inv, inverse_shape))
     if return_counts:
         ones = _p.constant(x, 1, (n,), _I64)
         every = _ew.select(kept, ids, spare)
@@ -481,7 +525,13 @@ def unique(ar: Any, return_index: builtins.bool = False, return_inverse: builtin
     ``equal_nan=False``), with optionally the index of each value's first occurrence, the
     inverse (``ar``'s shape: which value each element is) and the counts (all int64).
 
+    With ``axis``, the distinct slices along that axis instead (the distinct rows of a 2-d
+    array for ``axis=0``), sorted lexicographically (their elements in C order), as
+    ``numpy.unique``: the index and the counts per slice and the inverse of shape
+    ``(ar.shape[axis],)``; NaNs in the same places count as equal unless ``equal_nan=False``.
+
     Args:
+        axis: None (the flattened array) or the axis whose slices are compared.
         size: the length of the result, for ``jit`` and ``vmap`` (where the number of
             distinct values is unknown): extra values are dropped, missing ones are
             ``fill_value`` (default: the smallest value; its index for ``return_index``,
@@ -489,17 +539,14 @@ def unique(ar: Any, return_index: builtins.bool = False, return_inverse: builtin
 
     Raises:
         ConcretizationError: no ``size`` inside ``jit``/``vmap``/``make_trace``.
-        NotImplementedError: ``axis`` is given.
+        ValueError: ``axis`` out of range (or ``ar`` 0-d with an axis).
 
     Example:
         >>> fnp.unique(np.array([3, 1, 3]), return_counts=True)
         (array([1, 3]), array([1, 2]))
     """
-    if axis is not None:
-        raise NotImplementedError("functx.numpy.unique does not support axis= yet; for the "
-                                  "distinct rows of a 2-d array, use lexsort on its columns.")
     outs = _unique(ar, return_index, return_inverse, return_counts, equal_nan, size,
-                   fill_value, "unique")
+                   fill_value, "unique", axis)
     return outs[0] if len(outs) == 1 else outs
 
 

@@ -14,6 +14,9 @@ eigen.py):
   derivative. ``det`` and ``slogdet``: LU as well, with the gradient ``a^-T`` (times
   ``det``) from the same factors (JAX's ``slogdet`` JVP ``Re tr(a^-1 da)``, with the phase of
   a complex sign). A singular ``a`` gives ``logabsdet = -inf`` and an infinite gradient.
+  On the CPU, ``slogdet(a)`` and ``solve(a, b)`` (or ``inv``, ``det``) on the same unchanged
+  array share one factorisation (``lu``'s memo), as JAX's ``jit`` shares it by eliminating
+  the common subexpression; the solves are one ``lu_solve`` primitive each.
 * ``cholesky`` and ``eigh``/``eigvalsh`` symmetrise their input ``(a + a^H) / 2`` first
   (JAX's ``symmetrize_input=True``), so their gradients are Hermitian.
 * ``svd``, ``qr``, ``eig``: the primitives (``eig`` on the CPU only); ``pinv``, ``lstsq``,

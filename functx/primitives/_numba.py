@@ -12,6 +12,7 @@ the tests use it to check that both paths give the same bits.
 from __future__ import annotations
 
 import os
+import types
 from typing import Any
 
 _state: dict[str, Any] = {}
@@ -40,3 +41,21 @@ def njit_variant(fn: Any, variant: str, **options: Any) -> Any:
     fn.__qualname__ = f"{fn.__qualname__}_{variant}"
     fn.__name__ = f"{fn.__name__}_{variant}"
     return numba_or_none().njit(cache=True, **options)(fn)
+
+
+def compile_loop(fn: Any, parallel: bool) -> Any:
+    """``fn`` compiled with its module-level name ``_prange`` bound to ``numba.prange``
+    (``parallel``: its loop spread over the cores) or ``range`` (one core).
+
+    Kernel modules (``functx.primitives._lu_kernels``, ``..elementwise._erf32``) write their
+    outer loop as ``for i in _prange(n)`` with ``_prange = range`` at module level, so the
+    functions import no Numba and run as plain Python too; this makes the variant's copy
+    (its own globals, its own disk-cache name) and compiles it.
+    """
+    numba = numba_or_none()
+    glb = dict(fn.__globals__)
+    glb["_prange"] = numba.prange if parallel else range
+    copy = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__)
+    copy.__module__ = fn.__module__
+    copy.__qualname__ = fn.__qualname__
+    return njit_variant(copy, "par" if parallel else "seq", parallel=parallel)

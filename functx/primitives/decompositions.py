@@ -30,23 +30,32 @@ them in one call: NumPy's linalg routines are batched, and SciPy's (``solve_tria
   (``L``, ``U`` padded to square); the VJP is its transpose. Pivots do not move under small
   perturbations, so they get no derivative.
 
-``lu_solve`` solves with a factorisation (used by functx.numpy.linalg's ``solve``, ``inv``,
-``det``): the rows permuted (a gather, or a scatter for the transposed systems), then two
-triangular solves. ``lu_pivots_to_permutation`` turns LAPACK's row swaps into the
-permutation (as JAX's; for ``functx.scipy.linalg.lu_solve``), with no derivative.
+``lu_solve(lu, permutation, b, trans)`` solves with a factorisation (functx.numpy.linalg's
+``solve``, ``inv``, ``det``/``slogdet`` gradients): one primitive whose CPU implementation is
+one compiled loop over a stack of small matrices (Numba, the batch over the cores;
+functx/primitives/_lu_kernels.py) or two BLAS ``trsm`` calls per big matrix, and whose
+derivatives are those of the composite it stands for (the rows permuted, a gather or a
+scatter, then two ``triangular_solve``). On the CPU, ``lu`` keeps its last factorisations of
+big operands for one more call on the very same, unchanged array (``slogdet(a)`` and
+``solve(a, b)`` then factor ``a`` once; see ``_lu_memo``). ``lu_pivots_to_permutation`` turns
+LAPACK's row swaps into the permutation (as JAX's; for ``functx.scipy.linalg.lu_solve``),
+with no derivative.
 """
 from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
 
 from functx.backends import to_numpy
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
+from functx.primitives import _lu_kernels
 from functx.primitives import _matrix as _m
 from functx.primitives import elementwise as _ew
 from functx.primitives import indexing as _ix
@@ -331,6 +340,11 @@ def pivots_to_permutation(xp: Any, pivots: Any, m: int) -> Any:
     batch = pivots.shape[:-1]
     perm = xp.broadcast_to(xp.arange(m, dtype=np.int32), batch + (m,)).copy()
     flat, piv = perm.reshape(-1, m), pivots.reshape(-1, pivots.shape[-1])
+    kernel = _lu_kernels.compiled("pivots_to_permutation_stack", parallel=False) \
+        if xp is np else None
+    if kernel is not None:  # one compiled loop (the loop below is one NumPy call per pivot)
+        kernel(np.ascontiguousarray(piv), flat)
+        return flat.reshape(batch + (m,))
     rows = xp.arange(flat.shape[0])
     for i in range(piv.shape[-1]):
         j = piv[:, i]
@@ -346,12 +360,60 @@ def _lu_impl(xp, a):
     if a.size == 0:
         return (xp.zeros(a.shape, a.dtype), xp.zeros(tuple(batch) + (k,), np.int32),
                 xp.broadcast_to(xp.arange(m, dtype=np.int32), tuple(batch) + (m,)).copy())
+    memo = xp is np and a.size >= _LU_MEMO_MIN_SIZE
+    if memo:
+        hit = _lu_memo_get(a)
+        if hit is not None:
+            return hit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "singular matrix": the factorisation is still right
         lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
     piv = np.asarray(piv, np.int32)[..., :k]
-    return (xp.asarray(np.asarray(lu, a.dtype)), xp.asarray(piv),
-            xp.asarray(pivots_to_permutation(np, piv, m)))
+    # C order once here, so that every solve with the factors reads them without a copy
+    out = tuple(xp.asarray(v) for v in (np.ascontiguousarray(lu, a.dtype), piv,
+                                        pivots_to_permutation(np, piv, m)))
+    if memo:
+        _lu_memo_put(a, out)
+    return out
+
+
+# The last factorisations on the CPU, so that two calls on one matrix share one LU:
+# `slogdet(a)` and `solve(a, b)` (JAX's jit gets this from common-subexpression
+# elimination; eager functx from this memo). An entry is used only for the very same array
+# object, whose bits still equal a snapshot taken when it was factored (a writeable input
+# may have changed), and only once: a third call factors again, so a loop calling one
+# function on one matrix does not skip its factorisations. It dies with the array. Small
+# matrices are not worth the snapshot.
+_LU_MEMO_MIN_SIZE = 4096
+_LU_MEMO_ENTRIES = 2
+_lu_memo: list = []  # [(weakref to the operand, snapshot of its bits, outputs)]
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x).reshape(-1)
+    return x.view(np.dtype(f"u{min(x.dtype.itemsize, 8)}"))
+
+
+def _lu_memo_get(a: np.ndarray) -> tuple | None:
+    for entry in list(_lu_memo):
+        ref, snap, out = entry
+        if ref() is a and snap.shape == a.shape and snap.dtype == a.dtype \
+                and np.array_equal(_bits(a), _bits(snap)):
+            _lu_memo[:] = [e for e in _lu_memo if e is not entry]  # used once
+            return out
+    return None
+
+
+def _lu_memo_put(a: np.ndarray, out: tuple) -> None:
+    try:
+        entry = (weakref.ref(a, _lu_memo_drop), a.copy(), out)
+    except TypeError:  # not weakly referenceable: no memo
+        return
+    _lu_memo[:] = [entry] + _lu_memo[:_LU_MEMO_ENTRIES - 1]
+
+
+def _lu_memo_drop(ref: Any) -> None:
+    _lu_memo[:] = [e for e in _lu_memo if e[0] is not ref]
 
 
 lu_p.def_impl(_lu_impl)
@@ -490,15 +552,142 @@ def permute_rows(perm: Any, x: Any, *, inverse: bool = False) -> Any:
     return out if len(shape) == 2 else _shape.reshape(out, shape)
 
 
-def lu_solve(lu: Any, permutation: Any, b: Any, *, trans: int = 0) -> Any:
-    """Solve ``a x = b`` (``trans=0``), ``a^T x = b`` (1) or ``a^H x = b`` (2) for square
-    ``a`` from its :func:`lu` factors; ``b`` is ``(..., n, k)`` with ``lu``'s leading axes."""
+# -- lu_solve -----------------------------------------------------------------------------------
+
+lu_solve_p = Primitive("lu_solve")
+
+
+@lu_solve_p.def_abstract_eval
+def _lu_solve_aval(lu: AbstractArray, perm: AbstractArray, b: AbstractArray, *,
+                   trans: int) -> AbstractArray:
+    _m.check_matrix("lu_solve", lu, what="factors lu")
+    _m.check_matrix("lu_solve", b, square=False, what="right-hand side b")
+    n = lu.shape[-1]
+    batch = tuple(lu.shape[:-2])
+    if (np.dtype(perm.dtype).kind not in "iu" or tuple(perm.shape) != batch + (n,)
+            or tuple(b.shape[:-2]) != batch or b.shape[-2] != n):
+        raise ShapeError(f"lu_solve of factors {lu} needs an integer permutation of shape "
+                         f"{batch + (n,)} and b of shape {batch + (n, 'k')}, but got {perm} "
+                         "and {b}; broadcast the leading axes first.".replace("{b}", str(b)))
+    if np.dtype(lu.dtype) != np.dtype(b.dtype):
+        raise ShapeError(f"lu_solve needs lu and b of one dtype but got {lu} and {b}; convert "
+                         "one of them (functx.numpy.linalg promotes).")
+    if trans not in (0, 1, 2):
+        raise ShapeError(f"lu_solve: trans must be 0, 1 or 2, not {trans!r}.")
+    return AbstractArray(tuple(b.shape), np.dtype(b.dtype), False)
+
+
+# Stacks of matrices up to this size go through one compiled loop over the whole stack (the
+# batch over the cores); a single matrix, or bigger ones, through BLAS trsm per matrix.
+_LU_SOLVE_STACK_MAX_N = 128
+
+
+def _lu_solve_impl(xp, lu, perm, b, *, trans):
+    _m.check_array_dtype("lu_solve", lu)
+    if b.size == 0:
+        return xp.zeros(b.shape, b.dtype)
+    *batch, n, k = b.shape
+    count = int(np.prod(batch)) if batch else 1
+    conj = trans == 2 and np.dtype(b.dtype).kind == "c"
+    flu, fperm = lu.reshape((count, n, n)), perm.reshape((count, n))
+    fb = b.reshape((count, n, k))
+    kernel = (_lu_kernels.compiled("lu_solve_stack", parallel=count * n * n * k > 1 << 16)
+              if count > 1 and n <= _LU_SOLVE_STACK_MAX_N else None)
+    if kernel is not None:
+        out = np.empty(fb.shape, b.dtype)
+        kernel(np.ascontiguousarray(flu), np.ascontiguousarray(fperm, np.int64),
+               np.ascontiguousarray(fb), out, 1 if trans else 0, conj)
+    elif count > 1 and n <= _LU_SOLVE_STACK_MAX_N:  # no Numba: batched NumPy (two solves)
+        out = _lu_solve_numpy(flu, fperm, fb, trans)
+    else:  # BLAS per matrix (a loop only over big matrices, where it costs nothing)
+        out = np.empty(fb.shape, b.dtype)
+        for i in range(count):
+            out[i] = _lu_solve_blas(flu[i], fperm[i], fb[i], trans)
+    return xp.asarray(out.reshape(b.shape))
+
+
+def _lu_solve_blas(lu, perm, b, trans):
+    """One system by two BLAS trsm calls on the C-ordered factors, no copy of ``lu``: a
+    C-ordered ``(n, n)`` array is the Fortran array of its transpose, so each left solve
+    ``op(T) x = y`` is done as the right solve ``x^T op(T)^T = y^T`` on Fortran arrays."""
+    trsm = scipy.linalg.blas.get_blas_funcs("trsm", dtype=lu.dtype)
+    f = np.ascontiguousarray(lu).T  # Fortran view: f = lu^T
     if trans == 0:
-        y = triangular_solve(lu, permute_rows(permutation, b), left_side=True, lower=True,
+        y = np.array(b[perm], order="C").T  # y^T, Fortran
+        # L y' = y: y'^T L^T = y^T, L^T = the unit upper triangle of f
+        y = trsm(1.0, f, y, side=1, lower=0, trans_a=0, diag=1, overwrite_b=1)
+        # U x = y': x^T U^T = y'^T, U^T = the lower triangle of f
+        y = trsm(1.0, f, y, side=1, lower=1, trans_a=0, diag=0, overwrite_b=1)
+        return y.T
+    op = 2 if trans == 2 and np.dtype(lu.dtype).kind == "c" else 1
+    y = np.array(b, order="C").T
+    # U^T y = b: y^T U = b^T, U = (lower triangle of f)^T; op 2 conjugates
+    y = trsm(1.0, f, y, side=1, lower=1, trans_a=op, diag=0, overwrite_b=1)
+    # L^T z = y: z^T L = y^T, L = (unit upper triangle of f)^T
+    y = trsm(1.0, f, y, side=1, lower=0, trans_a=op, diag=1, overwrite_b=1)
+    out = np.empty_like(b)
+    out[perm] = y.T
+    return out
+
+
+def _lu_solve_numpy(lu, perm, b, trans):
+    """The batched NumPy path (without Numba): a row gather and two triangular solves."""
+    params = dict(left_side=True, transpose_a=trans > 0, conjugate_a=trans == 2)
+    if trans == 0:
+        y = np.take_along_axis(b, perm[..., None].astype(np.intp), axis=-2)
+        y = _trsolve_impl(np, lu, y, lower=True, unit_diagonal=True, **params)
+        return _trsolve_impl(np, lu, y, lower=False, unit_diagonal=False, **params)
+    y = _trsolve_impl(np, lu, b, lower=False, unit_diagonal=False, **params)
+    y = _trsolve_impl(np, lu, y, lower=True, unit_diagonal=True, **params)
+    out = np.empty_like(y)
+    np.put_along_axis(out, perm[..., None].astype(np.intp), y, axis=-2)
+    return out
+
+
+lu_solve_p.def_impl(_lu_solve_impl)
+lu_solve_p.def_impl(functools.partial(_cuda.lu_solve, triangular_solve=_cuda.triangular_solve),
+                    backend="cuda")
+
+
+def _lu_solve_composite(lu: Any, perm: Any, b: Any, *, trans: int) -> Any:
+    """What ``lu_solve`` computes, in functx operations (a row gather or scatter and two
+    ``triangular_solve``): its derivatives are this composite's."""
+    if trans == 0:
+        y = triangular_solve(lu, permute_rows(perm, b), left_side=True, lower=True,
                              unit_diagonal=True)
         return triangular_solve(lu, y, left_side=True, lower=False)
     conj = trans == 2
     y = triangular_solve(lu, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conj)
     y = triangular_solve(lu, y, left_side=True, lower=True, transpose_a=True, conjugate_a=conj,
                          unit_diagonal=True)
-    return permute_rows(permutation, y, inverse=True)
+    return permute_rows(perm, y, inverse=True)
+
+
+lu_solve_p.def_composite_rules(_lu_solve_composite, argnums=(0, 2))
+lu_solve_p.def_batch(_m.matrix_batch_rule(lu_solve_p))
+
+
+def lu_solve(lu: Any, permutation: Any, b: Any, *, trans: int = 0) -> Any:
+    """Solve ``a x = b`` (``trans=0``), ``a^T x = b`` (1) or ``a^H x = b`` (2) for square
+    ``a`` from its :func:`lu` factors, in one primitive.
+
+    Args:
+        lu: the packed factors ``(..., n, n)`` (from :func:`lu`).
+        permutation: ``(..., n)`` integer rows (``a[..., permutation, :] = L @ U``).
+        b: ``(..., n, k)`` with ``lu``'s leading axes and dtype.
+        trans: which system (0, 1 or 2).
+
+    Returns:
+        ``x``, shaped like ``b``. Stacks of small matrices are solved by one compiled loop
+        over the stack (Numba, the batch over the cores), a single or big matrix by two BLAS
+        ``trsm`` calls. Derivatives (in ``lu`` and ``b``) are those of the row permutation
+        and two :func:`triangular_solve` calls it stands for.
+
+    Raises:
+        ShapeError: the operands do not fit together.
+
+    Example:
+        >>> f, _, p = lu(np.array([[1.0, 2.0], [3.0, 4.0]]))
+        >>> lu_solve(f, p, np.array([[5.0], [6.0]]))    # [[-4], [4.5]]
+    """
+    return bind(lu_solve_p, lu, permutation, b, trans=int(trans))

@@ -11,7 +11,10 @@ Gamma(``a + 1``) and multiplies by ``u ** (1/a)`` (in log space with ``log_space
 tiny ``a`` would underflow). It is a primitive, not a composite, because its rejection loop
 runs a data-dependent number of rounds: the implementation loops eagerly over the elements
 still rejecting (vectorised, on NumPy or CuPy), so the primitive is one equation under
-``jit`` and ``vmap``.
+``jit`` and ``vmap``. The first round takes every element on whole arrays; the key splits
+are one compiled loop per split on the CPU (``functx.primitives.bits.threefry_split``) and
+compute only the keys that are read (the next round's key only for the elements that
+reject, the next redraw key only for those redrawn).
 
 Gradient (Figurnov et al., "Implicit reparameterization gradients", 2018, as JAX): holding
 the sample's CDF fixed, ``dx/da = -(dP(a, x)/da) / (dP(a, x)/dx)``; ``random_gamma_grad``
@@ -36,7 +39,7 @@ from functx.ir import AbstractArray
 from functx.primitives import elementwise as _ew
 from functx.primitives._batching import batch_size, elementwise_batch, to_front
 from functx.primitives._util import fmt, is_extension_float
-from functx.primitives.bits import threefry2x32_impl
+from functx.primitives.bits import threefry_split
 from functx.primitives import special as _special_prims
 from functx.primitives.elementwise._common import (check_dtype_class, make_binary_aval, scalar,
                                                    unbroadcast)
@@ -63,31 +66,41 @@ def _special(xp: Any) -> Any:
 
 # -- the per-element draws, vectorised over rows of keys -----------------------------------
 
-def split_rows(xp: Any, keys: Any, num: int) -> Any:
-    """``split(keys[i], num)`` for every row ``i`` of ``keys`` (shape ``(m, 2)``): an
-    ``(m, num, 2)`` array, the keys ``jax.random.split`` gives (counter ``j`` of key ``i``)."""
-    lo = xp.arange(num, dtype=_U32)[None, :]
-    y0, y1 = threefry2x32_impl(xp, keys[:, :1], keys[:, 1:], xp.zeros((1, 1), _U32), lo)
-    return xp.stack([y0, y1], axis=-1)
+# Keys are pairs ``(k1, k2)`` of 1-d uint32 arrays (key i is ``(k1[i], k2[i])``), so that
+# every split writes contiguous words.
+
+def _split(xp: Any, key: tuple, num: int, which: tuple | None = None) -> list:
+    """``split(key_i, num)`` for every key of the pair: ``num`` pairs of arrays (or the
+    ones in ``which``: a key nobody reads is not computed)."""
+    y0, y1 = threefry_split(xp, key[0], key[1], num, which)
+    return [(y0[r], y1[r]) for r in range(y0.shape[0])]
 
 
-def _bits_rows(xp: Any, keys: Any, dt: np.dtype) -> Any:
-    """The bits ``random_bits(keys[i], width, ())`` draws for a value of ``dt``, per row."""
-    zero = xp.zeros((1,), _U32)
-    y0, y1 = threefry2x32_impl(xp, keys[:, 0], keys[:, 1], zero, zero)
+def _take(key: tuple, idx: Any) -> tuple:
+    return key if idx is None else (key[0][idx], key[1][idx])
+
+
+def _put(key: tuple, idx: Any, value: tuple) -> None:
+    key[0][idx], key[1][idx] = value
+
+
+def _bits_rows(xp: Any, key: tuple, dt: np.dtype) -> Any:
+    """The bits ``random_bits(key_i, width, ())`` draws for a value of ``dt``, per key (the
+    block function on the counters ``(0, 0)``: the first key of ``split(key_i, 1)``)."""
+    y0, y1 = _split(xp, key, 1)[0]
     if dt == np.float64:
         return (y0.astype(np.uint64) << np.uint64(32)) | y1.astype(np.uint64)
     return y0 ^ y1
 
 
-def unit_floats_rows(xp: Any, keys: Any, dt: np.dtype) -> Any:
-    """``uniform(keys[i], (), dt)`` in ``[0, 1)`` for every row of keys (as functx.random)."""
-    return unit_floats_from_bits(xp, _bits_rows(xp, keys, dt), dt)
+def unit_floats_rows(xp: Any, key: tuple, dt: np.dtype) -> Any:
+    """``uniform(key_i, (), dt)`` in ``[0, 1)`` for every key (as functx.random)."""
+    return unit_floats_from_bits(xp, _bits_rows(xp, key, dt), dt)
 
 
-def normal_rows(xp: Any, keys: Any, dt: np.dtype) -> Any:
-    """``normal(keys[i], (), dt)`` for every row of keys (as functx.random.normal)."""
-    return bits_to_normal_impl(xp, _bits_rows(xp, keys, dt), dtype=dt)
+def normal_rows(xp: Any, key: tuple, dt: np.dtype) -> Any:
+    """``normal(key_i, (), dt)`` for every key (as functx.random.normal)."""
+    return bits_to_normal_impl(xp, _bits_rows(xp, key, dt), dtype=dt)
 
 
 # -- random_gamma --------------------------------------------------------------------------
@@ -100,31 +113,57 @@ def _marsaglia_tsang(xp: Any, keys: Any, a: Any, log_space: bool) -> Any:
     d = alpha - third
     with np.errstate(invalid="ignore", divide="ignore"):
         c = third / xp.sqrt(d)
-        pair = split_rows(xp, keys, 2)
-        key, subkey = pair[:, 0], pair[:, 1]
-        V = xp.ones_like(a)
-        active = xp.arange(a.size)
-        while active.size:  # each pass: one round of every element still rejecting
-            k3 = split_rows(xp, key[active], 3)
-            key[active] = k3[:, 0]
-            xkey, ukey = k3[:, 1], k3[:, 2]
-            ca = c[active]
-            x, v = xp.zeros_like(ca), xp.full_like(ca, -1)
-            inner = xp.arange(ca.size)
-            while inner.size:  # v = 1 + x c must be positive: redraw x until it is
-                k2 = split_rows(xp, xkey[inner], 2)
-                xkey[inner] = k2[:, 0]
-                xi = normal_rows(xp, k2[:, 1], dt)
+        key, subkey = _split(xp, (xp.ascontiguousarray(keys[:, 0]),
+                                  xp.ascontiguousarray(keys[:, 1])), 2)
+        # Rounds of every element still rejecting. The first round takes every element, so
+        # it reads and writes whole arrays (no gathers, no scatters); the later ones, a few
+        # percent of the elements, index them. The draws are the same either way.
+        V = None
+        active = None
+        while active is None or active.size:
+            # split(key, 3): the next round's key is computed after the test, only for the
+            # elements that reject (most accept in their first round)
+            round_key = _take(key, active)
+            xkey, ukey = _split(xp, round_key, 3, (1, 2))
+            ca = c if active is None else c[active]
+            x = v = None
+            inner = None
+            while inner is None or inner.size:  # v = 1 + x c must be positive: redraw x
+                if inner is None:
+                    (k_draw,) = _split(xp, xkey, 2, (1,))
+                    x = normal_rows(xp, k_draw, dt)
+                    v = one + x * ca
+                    inner = xp.nonzero(v <= 0)[0]  # (NaN parameters stop at once, as JAX)
+                    if inner.size:  # the next keys of the few redrawn (split(xkey, 2)[0])
+                        xkey = tuple(w.copy() for w in xkey)
+                        _put(xkey, inner, _split(xp, _take(xkey, inner), 2, (0,))[0])
+                    continue
+                k_next, k_draw = _split(xp, _take(xkey, inner), 2)
+                xi = normal_rows(xp, k_draw, dt)
+                _put(xkey, inner, k_next)
                 vi = one + xi * ca[inner]
                 x[inner], v[inner] = xi, vi
-                inner = inner[vi <= 0]  # (NaN parameters stop at once, as in JAX)
+                inner = inner[vi <= 0]
             X, Va = x * x, (v * v) * v
             U = unit_floats_rows(xp, ukey, dt)
-            V[active] = Va
-            da = d[active]
+            if active is None:
+                V = Va
+            else:
+                V[active] = Va
+            da = d if active is None else d[active]
             reject = ((U >= one - dt.type(0.0331) * (X * X))
                       & (xp.log(U) >= X * dt.type(0.5) + da * ((one - Va) + xp.log(Va))))
-            active = active[reject]
+            rejected = xp.nonzero(reject)[0]
+            if rejected.size:  # their next round's key: split(key, 3)[0]
+                (next_key,) = _split(xp, _take(round_key, rejected), 3, (0,))
+                if active is None:
+                    key = tuple(w.copy() for w in key)
+                    active = rejected
+                else:
+                    active = active[rejected]
+                _put(key, active, next_key)
+            else:
+                active = rejected
         u = unit_floats_rows(xp, subkey, dt)
         if log_space:
             log_samples = xp.log1p(-u)  # -exponential(subkey)
@@ -140,7 +179,7 @@ def _gamma_impl(xp: Any, keys: Any, a: Any, *, log_space: bool) -> Any:
     dt = np.dtype(a.dtype)
     if dt.itemsize < 4:  # float16, bfloat16: computed in float32, rounded once
         return _gamma_impl(xp, keys, a.astype(np.float32), log_space=log_space).astype(dt)
-    flat_keys = xp.ascontiguousarray(xp.reshape(keys, (-1, 2))).copy()
+    flat_keys = xp.reshape(keys, (-1, 2))
     out = _marsaglia_tsang(xp, flat_keys, xp.reshape(a, (-1,)).copy(), log_space)
     return xp.reshape(out, a.shape)
 

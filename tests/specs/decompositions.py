@@ -149,6 +149,45 @@ LU = PrimSpec("lu", fn=lambda x: dec.lu(x)[0], ref=_np_lu, args=_rect(), rtol=1e
               atol=1e-10, fd_rtol=1e-4, fd_atol=1e-5)
 
 
+# -- lu_solve -------------------------------------------------------------------------------------
+# Packed factors drawn directly (a unit lower and an upper triangle with a dominant diagonal),
+# the rows reversed by a fixed permutation; the reference rebuilds a and solves with NumPy.
+
+def _lu_solve_args() -> st.SearchStrategy:
+    def draw(bnk):
+        batch, n, k = bnk
+        return st.tuples(array(batch + (n, n), -0.5, 0.5), array(batch + (n, k), -1.0, 1.0))
+    return st.tuples(_batch(), st.integers(1, 4), st.integers(1, 3)).flatmap(draw)
+
+
+def _reversed_rows(like: Any) -> Any:
+    n = like.shape[-1]
+    perm = np.ascontiguousarray(np.broadcast_to(np.arange(n - 1, -1, -1, dtype=np.int32),
+                                                tuple(like.shape[:-2]) + (n,)))
+    xp = sh.array_module(like)
+    return perm if xp is np else xp.asarray(perm)
+
+
+def _lu_solve_spec(trans: int) -> PrimSpec:
+    def fn(f, b):
+        n = f.shape[-1]
+        return dec.lu_solve(ew.add(f, _const(f, 3 * np.eye(n))), _reversed_rows(f), b,
+                            trans=trans)
+
+    def ref(f, b):
+        n = f.shape[-1]
+        f = f + 3 * np.eye(n)
+        low, up = np.tril(f, -1) + np.eye(n), np.triu(f)
+        a = (low @ up)[..., ::-1, :]  # a[perm] = L U with perm reversing the rows
+        a = a if trans == 0 else np.swapaxes(a, -1, -2)
+        return np.linalg.solve(np.conj(a) if trans == 2 else a, b)
+    return PrimSpec("lu_solve", fn=fn, ref=ref, args=_lu_solve_args(), diff_argnums=(0, 1),
+                    rtol=1e-10, atol=1e-10, label=f"trans={trans}")
+
+
+LU_SOLVE = [_lu_solve_spec(t) for t in (0, 1, 2)]
+
+
 # -- qr --------------------------------------------------------------------------------------------
 
 def _qr_fn(x):
@@ -280,7 +319,7 @@ def _schur_ref(x):
 SCHUR = PrimSpec("schur", fn=lambda x: eigen.schur(stop_gradient(x))[0], ref=_schur_ref,
                  args=_square(), diff_argnums=(), rtol=1e-9, atol=1e-9)
 
-SPECS = [CHOLESKY, *TRSOLVE, LU, QR, *EIGH, *SVD, EIG, EIG_VECTORS, SCHUR]
+SPECS = [CHOLESKY, *TRSOLVE, LU, *LU_SOLVE, QR, *EIGH, *SVD, EIG, EIG_VECTORS, SCHUR]
 
 
 EXPM = PrimSpec("expm", fn=lambda x: eigen.expm(x), ref=lambda x: scipy.linalg.expm(x),

@@ -7,7 +7,7 @@ functx/primitives/eigen.py): cuSOLVER through CuPy (``cupy.linalg``,
   Cholesky factorisation that fails (a matrix that is not positive definite) does not raise
   in CuPy; the factor of such a matrix is set to NaN where its diagonal is not finite and
   positive, as JAX does on every device.
-* ``triangular_solve`` and ``lu``: ``cupyx.scipy.linalg.solve_triangular`` and
+* ``triangular_solve``, ``lu`` (and ``lu_solve``, a gather and two of those solves): ``cupyx.scipy.linalg.solve_triangular`` and
   ``lu_factor`` take one matrix at a time, so a stack is solved/factored by a Python loop
   over the batch, each step on the device (no host copy).
 * ``expm``: cupyx.scipy.linalg.expm per matrix, a loop on the device.
@@ -82,6 +82,28 @@ def lu(xp: Any, a: Any, *, to_permutation: Callable) -> tuple:
         lus[i], piv[i] = f, p[:k]
     piv = piv.reshape(tuple(batch) + (k,))
     return lus.reshape(a.shape), piv, to_permutation(xp, piv, m)
+
+
+def lu_solve(xp: Any, lu: Any, perm: Any, b: Any, *, trans: int,
+             triangular_solve: Callable) -> Any:
+    """``a x = b`` (or ``a^T``/``a^H``) from packed LU factors: a row gather or scatter on the
+    device and two calls of the triangular solve above (``triangular_solve``, passed in)."""
+    if b.size == 0:
+        return xp.zeros(b.shape, b.dtype)
+    idx = perm.astype(np.int64)[..., None]
+    conj = trans == 2
+    if trans == 0:
+        y = xp.take_along_axis(b, idx, axis=-2)
+        y = triangular_solve(xp, lu, y, left_side=True, lower=True, transpose_a=False,
+                             conjugate_a=False, unit_diagonal=True)
+        return triangular_solve(xp, lu, y, left_side=True, lower=False, transpose_a=False,
+                                conjugate_a=False, unit_diagonal=False)
+    y = triangular_solve(xp, lu, b, left_side=True, lower=False, transpose_a=True,
+                         conjugate_a=conj, unit_diagonal=False)
+    y = triangular_solve(xp, lu, y, left_side=True, lower=True, transpose_a=True,
+                         conjugate_a=conj, unit_diagonal=True)
+    inverse = xp.argsort(perm, axis=-1).astype(np.int64)[..., None]  # x[perm] = y
+    return xp.take_along_axis(y, inverse, axis=-2)
 
 
 def qr(xp: Any, a: Any, *, full_matrices: bool) -> tuple:

@@ -13,9 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.special as _sc
 
-from functx.primitives._numba import njit_variant, numba_or_none
 from functx.primitives._batching import add_tangents, elementwise_batch, unary_batch
 from functx.primitives._util import shape_of
 from functx.primitives.elementwise._arithmetic import abs, add, div, min, mul, neg, sub
@@ -31,6 +29,7 @@ from functx.primitives.elementwise._common import (
     scalar_call,
     scalar_float,
 )
+from functx.primitives.elementwise import _erf32
 from functx.primitives.elementwise._comparison import and_, eq, floor, select
 from functx.primitives.cuda import elementwise as _cuda
 from functx.registry.scalar import call, where
@@ -369,10 +368,10 @@ def logistic(x: Any) -> Any:
 #   |x| >= 6:        1 (erfc(6) is 2e-17, below half an ulp of 1).
 # The tables are computed once, on first use, from series summed in 90-digit decimals.
 # (Cody's rational approximations, the usual libm choice, are 2-5 ulp off near 0.5.)
-# Smaller float dtypes on the CPU use SciPy's float32 erf loop (float16 and bfloat16
-# through float32, rounded once): float32 in, float32 out, correctly rounded on every
-# float32 we test, and 7x faster than these tables (exact GELU). SciPy's float64 erf is up to 2 ulp off, so float64 keeps the
-# tables below. Elsewhere (CuPy without its own rule) smaller dtypes go through float64.
+# float32 on the CPU (float16 and bfloat16 through it) is one vectorised loop of its own,
+# a float64 polynomial per element rounded once (functx/primitives/elementwise/_erf32.py:
+# within 0.50004 ulp of the exact value, correctly rounded on all but ~6 in a million
+# float32s). Elsewhere (CuPy without its own rule) smaller dtypes go through float64.
 
 _ERF_STEP = 16           # centres every 1/16: |x - c| <= 1/32
 _ERF_K0, _ERF_K1 = 7, 96  # centre indices: the Taylor range is [7/16, 96/16)
@@ -419,25 +418,7 @@ def _erf_tables(xp: Any) -> tuple:
     return tables
 
 
-_erf32_kernels: dict = {}
-ERF32_NUMBA_MIN_SIZE = 1 << 14   # below this SciPy's float32 loop (no compile, no threads)
-ERF32_PARALLEL_MIN_SIZE = 1 << 18
-
-
-def _erf32_compiled(parallel: bool) -> Any:
-    """Numba's loop of float32 erf: libm's double erf (within an ulp of double) rounded
-    once to float32, so correctly rounded but where the exact value lies within a double
-    ulp of a float32 rounding boundary; on all cores from ``ERF32_PARALLEL_MIN_SIZE``."""
-    kernel = _erf32_kernels.get(parallel)
-    if kernel is None:
-        numba = numba_or_none()
-
-        def kernel(x, out):  # pragma: no cover (compiled)
-            for i in numba.prange(x.size):
-                out[i] = np.float32(math.erf(np.float64(x[i])))
-        kernel = _erf32_kernels[parallel] = njit_variant(
-            kernel, "parallel" if parallel else "serial", parallel=parallel)
-    return kernel
+ERF32_PARALLEL_MIN_SIZE = 1 << 18   # from this size the float32 loop runs on every core
 
 
 def erf_impl(xp, x):
@@ -445,15 +426,19 @@ def erf_impl(xp, x):
     generic rule of ``erf``; ``functx.primitives.fused`` evaluates exact GELU with it)."""
     dtype = dtype_of(x)
     if dtype != np.float64 and xp is np:
-        if dtype == np.float32:
-            x = np.asarray(x)
-            if x.size >= ERF32_NUMBA_MIN_SIZE and numba_or_none() is not None:
-                flat = np.ascontiguousarray(x).reshape(-1)
-                out = np.empty_like(flat)
-                _erf32_compiled(flat.size >= ERF32_PARALLEL_MIN_SIZE)(flat, out)
-                return out.reshape(x.shape)
-            return np.asarray(_sc.erf(x))  # (a 0-d input gives a NumPy scalar)
-        return np.asarray(_sc.erf(np.asarray(x).astype(np.float32))).astype(dtype)
+        # float32 (float16 and bfloat16 through it, rounded once more): the vectorised
+        # float64 polynomial of functx/primitives/elementwise/_erf32.py, compiled (SIMD, all
+        # cores for large arrays) or, without Numba, the same operations in NumPy.
+        x32 = np.asarray(x) if dtype == np.float32 else np.asarray(x).astype(np.float32)
+        flat = np.ascontiguousarray(x32).reshape(-1)
+        kernel = _erf32.compiled(flat.size >= ERF32_PARALLEL_MIN_SIZE)
+        if kernel is None:
+            out = _erf32.erf32_numpy(flat)
+        else:
+            out = np.empty_like(flat)
+            kernel(flat, out)
+        out = out.reshape(np.shape(x32))
+        return out if dtype == np.float32 else out.astype(dtype)
     if dtype != np.float64:
         return erf_impl(xp, xp.asarray(x).astype(np.float64)).astype(dtype)
     series, hi, lo, taylor = _erf_tables(xp)

@@ -1,0 +1,96 @@
+"""Loops over stacks of LU factorisations, compiled with Numba on first use
+(functx/primitives/decompositions.py calls :func:`compiled`).
+
+This module imports no Numba: its functions are plain Python, and :func:`compiled` hands them
+to ``functx.primitives._numba.njit_variant`` (``cache=True``), so Numba's disk cache finds them
+in the next process. Each function is written so that it also runs, slowly, as Python.
+
+* ``lu_solve_stack(lu, perm, b, out, trans, conj)``: for every matrix ``i`` of the stack,
+  ``out[i]`` solves ``a_i x = b_i`` (``trans == 0``) or ``a_i^T x = b_i`` (``trans == 1``;
+  with ``conj``, ``a_i^H``) from the packed factors ``lu[i]`` (``a_i[perm_i] = L U``):
+  a row gather and two substitutions, ``O(n^2 k)`` per matrix, the batch spread over the
+  cores (``parallel=True``). The order of the operations is that of LAPACK's unblocked
+  ``getrs`` (row by row), so results agree with the BLAS path to rounding.
+* ``pivots_to_permutation_stack(piv, perm)``: LAPACK's row swaps applied in order to the
+  identity permutation held in ``perm`` (one row per matrix).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from functx.primitives._numba import compile_loop, numba_or_none
+
+_kernels: dict = {}
+
+
+def lu_solve_stack(lu: Any, perm: Any, b: Any, out: Any, trans: int, conj: bool) -> None:
+    nb, n, k = b.shape
+    for i in _prange(nb):
+        if trans == 0:
+            for r in range(n):  # y = b[perm]
+                p = perm[i, r]
+                for j in range(k):
+                    out[i, r, j] = b[i, p, j]
+            for r in range(n):  # L y' = y (unit lower triangle of lu)
+                for c in range(r):
+                    v = lu[i, r, c]
+                    for j in range(k):
+                        out[i, r, j] -= v * out[i, c, j]
+            for r in range(n - 1, -1, -1):  # U x = y' (upper triangle)
+                for c in range(r + 1, n):
+                    v = lu[i, r, c]
+                    for j in range(k):
+                        out[i, r, j] -= v * out[i, c, j]
+                d = lu[i, r, r]
+                for j in range(k):
+                    out[i, r, j] /= d
+        else:
+            tmp = b[i].copy()
+            for r in range(n):  # U^T y = b: row r uses column r of U above the diagonal
+                for c in range(r):
+                    v = lu[i, c, r]
+                    if conj:
+                        v = v.conjugate()
+                    for j in range(k):
+                        tmp[r, j] -= v * tmp[c, j]
+                d = lu[i, r, r]
+                if conj:
+                    d = d.conjugate()
+                for j in range(k):
+                    tmp[r, j] /= d
+            for r in range(n - 1, -1, -1):  # L^T z = y (unit upper)
+                for c in range(r + 1, n):
+                    v = lu[i, c, r]
+                    if conj:
+                        v = v.conjugate()
+                    for j in range(k):
+                        tmp[r, j] -= v * tmp[c, j]
+            for r in range(n):  # x = P^T z: x[perm[r]] = z[r]
+                p = perm[i, r]
+                for j in range(k):
+                    out[i, p, j] = tmp[r, j]
+
+
+def pivots_to_permutation_stack(piv: Any, perm: Any) -> None:
+    nb, k = piv.shape
+    for i in _prange(nb):
+        for r in range(k):
+            p = piv[i, r]
+            t = perm[i, r]
+            perm[i, r] = perm[i, p]
+            perm[i, p] = t
+
+
+_prange = range  # numba.prange in the compiled variants (functx.primitives._numba.compile_loop)
+
+
+def compiled(name: str, parallel: bool) -> Any:
+    """The Numba-compiled kernel ``name`` of this module (``parallel`` spreads the stack over
+    the cores), or None when Numba is unavailable."""
+    if numba_or_none() is None:
+        return None
+    key = (name, parallel)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        kernel = _kernels[key] = compile_loop(globals()[name], parallel)
+    return kernel
