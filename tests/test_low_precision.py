@@ -71,7 +71,12 @@ FIXED_OUT_DTYPE = {
 }
 
 # Ill-conditioned specs: tolerance multipliers, with the reason.
-LOOSER: dict[str, tuple[float, str]] = {}
+LOOSER: dict[str, tuple[float, str]] = {
+    "scan[fori_loop]": (4.0, "three chained steps y <- sin(y w) + i/2 multiply the derivative "
+                             "by w cos(y w) each (terms up to |w|^3 = 8 while the floor counts "
+                             "|w| once), and a rounded y near cos(y w) = 0 (bfloat16, x = w = "
+                             "[0.55, -0.92, -1.84]: cos = -0.09) moves the last factor by 15%"),
+}
 
 # Specs whose values are not compared (only dtypes and eager/jit agreement), with the reason.
 NO_VALUE_CHECK: dict[str, str] = {
