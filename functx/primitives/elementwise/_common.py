@@ -153,6 +153,7 @@ def binary(name: str, impl: Callable | str, accepts: str = "any",
     if isinstance(impl, str):
         p.def_impl(impl)
         p.def_impl(_cpu_binary_ufunc(impl), backend="cpu")
+        p.def_cpu_arrays_impl(getattr(np, impl))  # (two arrays: no weak scalar to join)
     else:
         p.def_impl(weak_scalars_kept(impl))
     return p
