@@ -73,6 +73,7 @@ class Tracer:
 
     def __init__(self, builder: "TraceBuilder", var: Var, value: Any = None,
                  tangent: Any = None) -> None:
+        # (grad's hot path, ConcreteTraceBuilder.process, sets these four slots itself)
         self._builder = builder
         self._var = var
         self._value = value

@@ -101,7 +101,9 @@ class ConcreteTraceBuilder(TraceBuilder):
                 info = _ARRAY_INFO.get((out.shape, out.dtype)) or _array_info(out)
                 if not info[1]:
                     return out
-                out_vars = (Var(info[0]),)
+                var = _new_object(Var)  # Var(aval) without its __init__'s Python frame
+                var.aval = info[0]
+                out_vars = (var,)
             else:
                 aval = aval_of_value(out)
                 if not INEXACT_DTYPES[aval.dtype]:
@@ -130,7 +132,12 @@ class ConcreteTraceBuilder(TraceBuilder):
         self.records.append((ins, res_out, tuple(targets)))
         if multiple:
             return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
-        return Tracer(self, out_vars[0], out)
+        t = _new_object(Tracer)  # Tracer(self, out_vars[0], out) without its __init__'s frame
+        t._builder = self
+        t._var = out_vars[0]
+        t._value = out
+        t._tangent = None
+        return t
 
 
 # (shape, dtype) -> (the abstract value, whether values of it carry cotangents)
@@ -146,6 +153,7 @@ def _array_info(x: np.ndarray) -> tuple:
 
 
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 _aval_of_atom = operator.attrgetter("aval")
 
 
