@@ -10,14 +10,16 @@ so does a block that starts while the previous system's threads still spin.
 """
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import attrs
 import numpy as np
@@ -218,3 +220,51 @@ def _cpu_model() -> str:
 def log(msg: str) -> None:
     """Progress messages go to stderr so that stdout holds only the report."""
     print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------
+# Memory (bench_memory.py, bench_scan.py): each case runs in a fresh process (Linux only)
+
+MIB = 1 << 20
+# glibc's thresholds fixed so that freed arrays go back to the OS at once and the resident
+# set follows the live arrays (every array allocation becomes a fresh mapping, which costs
+# time: use it for the memory cases); JAX on the CPU.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "131072",
+              "JAX_PLATFORMS": "cpu"}
+
+
+def proc_status(field: str) -> int:
+    """A memory field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``...) in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def rss_growth(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """Peak resident-set growth (bytes) while ``fn`` runs, and its result."""
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    before = proc_status("VmRSS")
+    out = fn()
+    return proc_status("VmHWM") - before, out
+
+
+def traced_peak(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """Peak bytes allocated through tracemalloc-visible allocators (NumPy's included)
+    while ``fn`` runs, and its result."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak, out
+
+
+def mb(n: int | None) -> str:
+    """Bytes as MiB with one decimal ("-" for None)."""
+    return "-" if n is None else f"{n / MIB:.1f}"

@@ -73,18 +73,16 @@ except ImportError:  # running from a checkout without installing it
     import functx as fx
 import functx.numpy as fnp
 
-from _harness import CpuMeter, environment_report, log
+from _harness import (MALLOC_ENV, CpuMeter, environment_report, log, mb, rss_growth,
+                      traced_peak)
 
 WIDTH, BATCH, DTYPE = 1024, 256, np.float32
 EPS, GELU_C, GELU_K = 1e-5, 0.7978845608028654, 0.044715
-MIB = 1 << 20
 CONFIGS = ("none", "block", "seq", "dots")
 CONFIG_NAMES = {"none": "no checkpoint", "block": "checkpoint per block",
                 "seq": "checkpoint_sequential, {S} segments", "dots": "dots_saveable per block"}
 SYSTEM_CONFIGS = {"functx": CONFIGS, "autograd": ("none", "block"), "torch": CONFIGS,
                   "jax": CONFIGS}
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "131072",
-              "JAX_PLATFORMS": "cpu"}
 TARGET_BLOCK_MEMORY = 0.25  # checkpoint per block: activation peak <= 1/4 of no checkpoint
 TARGET_TIME = 1.5           # full recomputation: step time <= 1.5x no checkpoint
 
@@ -349,36 +347,6 @@ SYSTEMS = {"functx": Functx, "autograd": Autograd, "torch": Torch, "jax": Jax}
 # Measuring one case (in its own process)
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def rss_growth(fn: Callable[[], Any]) -> tuple[int, Any]:
-    """Peak resident-set growth (bytes) while ``fn`` runs, and its result."""
-    gc.collect()
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset VmHWM to the current RSS
-    before = _status("VmRSS")
-    out = fn()
-    return _status("VmHWM") - before, out
-
-
-def traced_peak(fn: Callable[[], Any]) -> tuple[int, Any]:
-    """Peak bytes allocated through tracemalloc-visible allocators while ``fn`` runs."""
-    gc.collect()
-    tracemalloc.start()
-    try:
-        out = fn()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    return peak, out
-
-
 def run_memory_case(system: str, config: str, L: int, ref_dir: str) -> dict:
     sysobj = SYSTEMS[system](config, L)
     res: dict[str, Any] = {"system": system, "config": config, "L": L}
@@ -473,10 +441,6 @@ def spawn(args: list[str], fixed_malloc: bool) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"case {args} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def mb(n: int | None) -> str:
-    return "-" if n is None else f"{n / MIB:.1f}"
 
 
 def memory_cell(r: dict, key: str) -> str:

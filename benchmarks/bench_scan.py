@@ -37,7 +37,6 @@ The report (markdown) goes to stdout, progress to stderr. Linux only (``/proc``)
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib.util
 import json
 import os
@@ -45,7 +44,6 @@ import statistics
 import subprocess
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any, Callable
 
@@ -55,11 +53,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import CpuMeter, environment_report, log, relative_error  # noqa: E402
+from _harness import (MALLOC_ENV, CpuMeter, environment_report, log, mb,  # noqa: E402
+                      relative_error, rss_growth, traced_peak)
 
-MIB = 1 << 20
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "131072",
-              "JAX_PLATFORMS": "cpu"}
 SYSTEMS = ("functx-scan", "functx-scan-body", "functx-scan-sqrt", "functx-loop",
            "functx-loop-jit", "torch", "jax")
 NAMES = {"functx-scan": "functx scan", "functx-scan-body": 'functx scan, checkpoint="body"',
@@ -169,23 +165,6 @@ def jax_system(d: dict) -> tuple[Callable, Callable, Callable]:
 # One case, in a fresh process
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def rss_growth(fn: Callable[[], Any]) -> tuple[int, Any]:
-    gc.collect()
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset VmHWM to the current RSS
-    before = _status("VmRSS")
-    out = fn()
-    return _status("VmHWM") - before, out
-
-
 def gpu_peak(system: str, step: Callable) -> tuple[int, Any]:
     """The peak GPU memory of one gradient evaluation above what was held before it."""
     if system.startswith("functx"):
@@ -236,11 +215,7 @@ def run_case(system: str, T: int, H: int, B: int, D: int, repeats: int, ref: str
     peak, out = rss_growth(step) if device == "cpu" else gpu_peak(system, step)
     traced = None
     if system.startswith("functx") and device == "cpu":
-        gc.collect()
-        tracemalloc.start()
-        out = step()
-        traced = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        traced, out = traced_peak(step)
     grads = to_np(out)
     err = None
     if ref and os.path.exists(ref):
@@ -263,10 +238,6 @@ def spawn(args: list[str], device: str = "cpu") -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"case {args} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def mb(n: int | None) -> str:
-    return "-" if n is None else f"{n / MIB:.1f}"
 
 
 def main() -> None:

@@ -73,6 +73,7 @@ class Tracer:
 
     def __init__(self, builder: "TraceBuilder", var: Var, value: Any = None,
                  tangent: Any = None) -> None:
+        # (grad's hot path, ConcreteTraceBuilder.process, sets these four slots itself)
         self._builder = builder
         self._var = var
         self._value = value
@@ -524,28 +525,14 @@ def apply_eager(prim: Primitive, args: tuple | list, params: dict) -> Any:
     """Run ``prim``'s implementation on ``args`` (no tracers among them: the caller checked)
     on their backend; on the CPU the result is read-only. Concrete builders call it
     directly for the values they compute."""
-    backend = None
-    for a in args:
-        t = type(a)
-        if t is _ndarray:
-            b = _CPU
-        elif t is float or t is int:  # Python scalars join the other operands' device
-            continue
-        else:
-            b = _BY_TYPE.get(t)
-            if b is None:
-                b = backends.backend_of(a)
-                if b is None:
-                    continue
-        if backend is None:
-            backend = b
-        elif b is not backend:
-            backend = _MIXED  # resolved below: 0-d host values join the device, or error
-    if backend is None:
-        backend = _CPU
-    elif backend is _MIXED:
-        backend, args = backends.resolve_mixed(tuple(args), prim.name)
-    impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend)
+    backend = _CPU
+    for a in args:  # (NumPy arrays only, the hot path: one type test each)
+        if type(a) is not _ndarray:
+            backend, args = _eager_backend(prim, args)
+            impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend)
+            break
+    else:
+        impl = prim.cpu_arrays_impl or prim._impl_cache.get("cpu") or prim.impl_for(_CPU)
     try:
         out = impl(*args, **params) if params else impl(*args)
     except FunctxError as e:
@@ -567,6 +554,34 @@ def apply_eager(prim: Primitive, args: tuple | list, params: dict) -> Any:
     if CHECK_EAGER:
         _check_against_abstract_eval(prim, args, params, out)
     return out
+
+
+def _eager_backend(prim: Primitive, args: tuple | list) -> tuple:
+    """``(backend, args)`` of operands that are not all NumPy arrays: the backend of the
+    arrays among them (the CPU for Python scalars alone), with 0-d host values moved to the
+    device where operands are mixed (or an error)."""
+    backend = None
+    for a in args:
+        t = type(a)
+        if t is _ndarray:
+            b = _CPU
+        elif t is float or t is int:  # Python scalars join the other operands' device
+            continue
+        else:
+            b = _BY_TYPE.get(t)
+            if b is None:
+                b = backends.backend_of(a)
+                if b is None:
+                    continue
+        if backend is None:
+            backend = b
+        elif b is not backend:
+            backend = _MIXED  # resolved below: 0-d host values join the device, or error
+    if backend is None:
+        return _CPU, args
+    if backend is _MIXED:
+        return backends.resolve_mixed(tuple(args), prim.name)
+    return backend, args
 
 
 def _explain_eager_failure(prim: Primitive, args: tuple, params: dict,

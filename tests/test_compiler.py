@@ -283,7 +283,8 @@ def test_nan_and_inf_follow_numpy() -> None:
 
 
 def test_without_numba_jit_warns_once_and_replays(monkeypatch) -> None:
-    monkeypatch.setattr(lowering.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(lowering, "numba_installed", lambda: False)
+    monkeypatch.setattr(lowering, "numba_enabled", lambda: False)
     monkeypatch.setattr(lowering, "_warned", [])
     f = fx.jit(lambda x: fnp.exp(fnp.sin(x)))
     with pytest.warns(UserWarning, match="Numba is not installed"):

@@ -370,3 +370,33 @@ def test_debug_print_inside_loops_survives_dead_code_elimination(capsys) -> None
     assert float(fx.jit(f)(np.arange(3.0))) == 3.0
     printed = capsys.readouterr().out.split("\n")
     assert printed[:5] == ["scan c=0.0", "scan c=0.0", "scan c=1.0", "while 0.0", "cond taken"]
+
+
+def test_loops_of_constants_that_print_run_at_every_jit_call_in_order(capsys) -> None:
+    """A scan, while_loop or cond none of whose operands is traced (a carry of constants)
+    but whose body prints is recorded in jit's trace, not run once while tracing: its
+    prints come at every call, between the prints around it."""
+    import functx as fx
+    from functx import lax
+
+    def f(x):
+        fx.debug.print("1 x={}", x)
+        lax.while_loop(lambda c: c < 2, lambda c: (fx.debug.print("2 while {}", c), c + 1)[1], 0)
+        lax.scan(lambda c, _: (fx.debug.print("3 scan {}", c), (c + 1, None))[1], 0, None,
+                 length=2)
+        lax.fori_loop(0, 1, lambda i, c: (fx.debug.print("4 fori {}", i), c)[1], 0.0)
+        lax.cond(True, lambda: fx.debug.print("5 cond"), lambda: None)
+        fx.debug.print("6 x={}", x)
+        return x * 2
+
+    want = ["1 x=1.0", "2 while 0", "2 while 1", "3 scan 0", "3 scan 1", "4 fori 0", "5 cond",
+            "6 x=1.0"]
+    f(np.float64(1.0))
+    assert capsys.readouterr().out.splitlines() == want
+    g = fx.jit(f)
+    for _ in range(2):
+        np.testing.assert_array_equal(g(np.float64(1.0)), 2.0)
+        assert capsys.readouterr().out.splitlines() == want
+    # a loop of constants without effects still runs once, at trace time (nothing staged)
+    h = fx.jit(lambda x: x + lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0))
+    assert "while" not in str(fx.make_trace(h)(np.float64(1.0)))

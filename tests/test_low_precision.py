@@ -7,7 +7,11 @@ a. the eager output has the abstract-eval dtype, and the low dtype wherever the 
    spec returns float64 (a primitive keeps half precision rather than widening it);
 b. the VJP's cotangents have the input dtypes;
 c. the JVP's tangent has the output dtype;
-d. the same three under ``fx.jit``, with values agreeing with the eager ones;
+d. the same three under ``fx.jit``, with values agreeing with the eager ones (within
+   ``RTOL`` with the floor of e.: with the compiler on, jit's float32 kernels round
+   differently from NumPy's loops, by an ulp or so, and a result that cancels to ~0 is
+   then different rounding noise, e.g. float16 ``dot_product_attention_grad``'s 0-d bias
+   cotangent, exactly 0 in exact arithmetic: 5.96e-08 eagerly, 1.79e-07 under jit);
 e. values (output, cotangents, tangents) agree with the float64 computation at the same
    (rounded) point, within a tolerance suited to the dtype (``RTOL``) relative to each
    entry and, as an absolute floor, to the size of the terms it is computed from (sums
@@ -68,7 +72,12 @@ FIXED_OUT_DTYPE = {
 }
 
 # Ill-conditioned specs: tolerance multipliers, with the reason.
-LOOSER: dict[str, tuple[float, str]] = {}
+LOOSER: dict[str, tuple[float, str]] = {
+    "scan[fori_loop]": (4.0, "three chained steps y <- sin(y w) + i/2 multiply the derivative "
+                             "by w cos(y w) each (terms up to |w|^3 = 8 while the floor counts "
+                             "|w| once), and a rounded y near cos(y w) = 0 (bfloat16, x = w = "
+                             "[0.55, -0.92, -1.84]: cos = -0.09) moves the last factor by 15%"),
+}
 
 # Specs whose values are not compared (only dtypes and eager/jit agreement), with the reason.
 NO_VALUE_CHECK: dict[str, str] = {
@@ -194,7 +203,7 @@ def test_half_precision(spec: PrimSpec, dtype_name: str, data: Any) -> None:
     # d. (forward) jit agrees with eager
     jout = fx.jit(low.fn)(*low.dyn_args)
     assert _dtypes(jout) == _dtypes(out), f"{where}: jit output dtypes {_dtypes(jout)}"
-    _close(jout, out, RTOL[dtype], f"{where}: jit output vs eager")
+    _close(jout, out, RTOL[dtype], f"{where}: jit output vs eager", _max_abs(floats_in))
 
     if not spec.diff_argnums:
         return
@@ -204,13 +213,14 @@ def test_half_precision(spec: PrimSpec, dtype_name: str, data: Any) -> None:
         # b. VJP cotangent dtypes (and values against float64)
         u = tree.map(lambda o: _low_like(o, rng, dtype), out)
         cts = fx.vjp(low.fn, *low.dyn_args)[1](u)
+        ct_floor = _max_abs(u) * max(1.0, _max_abs(floats_in))  # (the terms' size)
         assert _dtypes(cts) == _dtypes(low.dyn_args), (
             f"{where}: cotangent dtypes {_dtypes(cts)} for inputs {_dtypes(low.dyn_args)}")
         if check_values:
             u64 = tree.map(lambda x: np.asarray(x, np.float64) if x.dtype == dtype else x, u)
             cts64 = fx.vjp(wide.fn, *wide.dyn_args)[1](u64)
             _close([cts[i] for i in diff], [cts64[i] for i in diff], rtol, f"{where}: cotangents",
-                   _max_abs(u) * max(1.0, _max_abs(floats_in)))
+                   ct_floor)
 
         def pull(u: Any, *xs: Any) -> Any:
             return fx.vjp(low.fn, *xs)[1](u)
@@ -218,7 +228,7 @@ def test_half_precision(spec: PrimSpec, dtype_name: str, data: Any) -> None:
         jcts = fx.jit(pull)(u, *low.dyn_args)
         assert _dtypes(jcts) == _dtypes(cts), f"{where}: jit cotangent dtypes {_dtypes(jcts)}"
         _close([jcts[i] for i in diff], [cts[i] for i in diff], RTOL[dtype],
-               f"{where}: jit cotangents vs eager")
+               f"{where}: jit cotangents vs eager", ct_floor)
 
     # c. JVP tangent dtype (and values against float64)
     ts = tuple(_low_like(a, rng, dtype) if i in diff
@@ -226,6 +236,7 @@ def test_half_precision(spec: PrimSpec, dtype_name: str, data: Any) -> None:
                for i, a in enumerate(low.dyn_args))
     _, t_out = fx.jvp(low.fn, low.dyn_args, ts)
     assert _dtypes(t_out) == _dtypes(out), f"{where}: tangent dtypes {_dtypes(t_out)}"
+    t_floor = _max_abs(ts) * max(1.0, _max_abs(floats_in))
     if check_values:
         ts64 = _widen(ts)
         _, t64 = fx.jvp(wide.fn, wide.dyn_args, ts64)
@@ -233,11 +244,10 @@ def test_half_precision(spec: PrimSpec, dtype_name: str, data: Any) -> None:
         # the largest term, each computed alone in float64.
         terms = [fx.jvp(wide.fn, wide.dyn_args, tuple(
             t if k == i else np.zeros_like(t) for k, t in enumerate(ts64)))[1] for i in diff]
-        _close(t_out, t64, rtol, f"{where}: tangent",
-               max(_max_abs(terms), _max_abs(ts) * max(1.0, _max_abs(floats_in))))
+        _close(t_out, t64, rtol, f"{where}: tangent", max(_max_abs(terms), t_floor))
     _, jt = fx.jit(lambda p, t: fx.jvp(low.fn, p, t))(low.dyn_args, ts)
     assert _dtypes(jt) == _dtypes(t_out), f"{where}: jit tangent dtypes {_dtypes(jt)}"
-    _close(jt, t_out, RTOL[dtype], f"{where}: jit tangent vs eager")
+    _close(jt, t_out, RTOL[dtype], f"{where}: jit tangent vs eager", t_floor)
 
 
 # -- functx.numpy ---------------------------------------------------------------------------------

@@ -417,3 +417,54 @@ def test_composite_vjp_and_jvp_helpers() -> None:
     assert composite_vjp(f, (x, y), ct, (1,), c=2.0)[0] is None
     assert composite_jvp(f, (x, y), (None, None), c=2.0) is None
     np.testing.assert_allclose(composite_jvp(f, (x, y), (None, np.ones(2)), c=2.0), 2 * x)
+
+
+def test_cpu_arrays_impl_runs_for_numpy_operands_only_and_yields_to_a_new_impl() -> None:
+    """The CPU fast path (def_cpu_arrays_impl) is used when every operand is a NumPy array;
+    Python scalars take the CPU rule; a CPU implementation registered later replaces both."""
+    from functx.registry import Primitive, Registry
+    from functx.tracing import apply_eager
+
+    calls = []
+    p = Primitive("arrays_impl_probe", registry=Registry())
+    p.def_abstract_eval(lambda x, y: x)
+    p.def_impl(lambda xp, x, y: (calls.append("rule"), xp.add(x, y))[1], backend="cpu")
+    p.def_cpu_arrays_impl(lambda x, y: (calls.append("arrays"), np.add(x, y))[1])
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(apply_eager(p, (x, x), {}), 2 * x)
+    np.testing.assert_array_equal(apply_eager(p, (x, 1.0), {}), x + 1)
+    assert calls == ["arrays", "rule"]
+    p.def_impl(lambda xp, x, y: (calls.append("new"), xp.subtract(x, y))[1], backend="cpu")
+    assert p.cpu_arrays_impl is None
+    np.testing.assert_array_equal(apply_eager(p, (x, x), {}), 0 * x)
+    assert calls[-1] == "new"
+    # the binary ufunc primitives have it, and it gives the rule's results
+    assert _ew.mul_p.cpu_arrays_impl is np.multiply
+
+
+def test_promote_pair_agrees_with_promote_args_dtype() -> None:
+    import ml_dtypes
+
+    from functx.numpy._promotion import promote_args_dtype, promote_pair
+
+    arrays = [np.ones(2, d) for d in (np.float16, np.float32, np.float64, np.complex64,
+                                      np.int32, np.bool_, ml_dtypes.bfloat16)]
+    scalars = [0.5, 2, 0.0, -0.0, float("nan"), True, 3 + 1j]
+    for a in arrays:
+        for s in scalars:
+            for pair in ((a, s), (s, a)):
+                try:
+                    (w0, w1), wdt = promote_args_dtype("t", *pair)
+                except Exception as e:  # noqa: BLE001 (the same error either way)
+                    with pytest.raises(type(e)):
+                        promote_pair("t", *pair)
+                    continue
+                g0, g1, gdt = promote_pair("t", *pair)
+                assert gdt == wdt
+                for g, w in ((g0, w0), (g1, w1)):
+                    assert type(g) is type(w)
+                    g, w = np.asarray(g), np.asarray(w)
+                    assert g.dtype == w.dtype
+                    if g.dtype.kind != "c":  # (NaNs compare equal in float64, not bfloat16)
+                        g, w = g.astype(np.float64), w.astype(np.float64)
+                    np.testing.assert_array_equal(g, w)

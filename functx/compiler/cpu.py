@@ -36,6 +36,7 @@ import numpy as np
 from functx.compiler.partition import Cluster, calls, literal_expr, operand_dtype, scalar_expr
 from functx.compiler.program import LoopNest, contiguous_strides
 from functx.ir import Literal, Var
+from functx.primitives._numba import import_numba, serialised
 from functx.registry.scalar import Expr, var
 
 __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTOR_MIN",
@@ -422,7 +423,8 @@ class Kernel:
                 if self.fn is None:
                     fn = _load(self.key, self.source)
                     fn.compile(self.signature)  # now (or from the disk cache), not at a call
-                    self.fn = fn
+                    # (a parallel kernel launches under the process-wide lock: see _numba)
+                    self.fn = serialised(fn) if self.parallel else fn
         return self.fn
 
     def __call__(self, *arrays: Any, outs: list | None = None) -> list:
@@ -441,12 +443,9 @@ class Kernel:
 
 
 def _load(key: str, source: str) -> Callable:
-    # OpenMP threads that spin while they wait (GNU OpenMP's default) fight OpenBLAS's and
-    # every other process's threads: on a loaded 2-core machine a parallel loop ran 2x
-    # slower than a serial one, and 1.5x faster with passive waiting. A user's setting wins;
-    # it takes effect only if OpenMP is not loaded yet (Numba loads it on the first compile).
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-    import numba  # noqa: F401  (lazily: only when something is compiled; ImportError if absent)
+    # Numba with functx's threading policy (functx.primitives._numba: the workqueue layer,
+    # whose threads sleep between kernels, unless the user chose one); ImportError if absent.
+    import_numba()
 
     mod = sys.modules.get(key)
     if mod is None:

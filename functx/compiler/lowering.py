@@ -8,7 +8,6 @@ trace, its clusters and the generated kernel sources.
 """
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from typing import Any
 
@@ -17,6 +16,7 @@ from functx.compiler.cuda import COMPUTE, CudaKernel, cuda_policy, cuda_worth
 from functx.compiler.partition import Cluster, partition
 from functx.errors import FunctxError
 from functx.ir import AbstractArray, Eqn, Printer, Trace
+from functx.primitives._numba import numba_enabled, numba_installed
 from functx.registry import Primitive, Registry
 
 __all__ = ["fuse", "fused_p", "Lowered", "numba_available"]
@@ -36,15 +36,18 @@ _warned: list = []
 
 
 def numba_available() -> bool:
-    """Whether Numba can be imported (checked without importing it); warns once if not."""
-    ok = importlib.util.find_spec("numba") is not None
-    if not ok and not _warned:
+    """Whether jit may compile with Numba (:func:`functx.primitives._numba.numba_enabled`:
+    installed, and not turned off with ``FUNCTX_NUMBA=0``; checked without importing it);
+    warns once if it is not installed."""
+    if numba_enabled():
+        return True
+    if not numba_installed() and not _warned:
         _warned.append(True)
         warnings.warn("functx.jit: Numba is not installed, so jit replays traces one "
                       "primitive at a time instead of compiling fused kernels. Install it "
                       "(pip install 'functx[jit]' or pip install numba), or set "
                       "FUNCTX_JIT_COMPILER=none to silence this.", stacklevel=3)
-    return ok
+    return False
 
 
 def fuse(trace: Trace, target: str = "cpu") -> tuple[Trace, list]:

@@ -19,7 +19,9 @@ from functx.backends import CPU, backend_of, device_of, device_put
 from functx.errors import FunctxError, GradError
 from functx.ir import AbstractArray, Trace
 from functx.primitives._batching import to_front
-from functx.tracing import INEXACT_DTYPES, Tracer, trace_function
+from functx.registry import Primitive
+from functx.tracing import (INEXACT_DTYPES, Tracer, bind, innermost_abstract_builder,
+                            trace_function)
 from functx.transforms.interpret import eval_trace
 from functx.transforms.jit import executor
 from functx.transforms.reverse import ConcreteTraceBuilder
@@ -27,6 +29,7 @@ from functx.transforms.reverse import ConcreteTraceBuilder
 import functx.numpy as fnp
 
 __all__ = ["ControlFlowError", "ReverseModeError", "Closed", "trace_closed", "run_closed",
+           "bind_loop",
            "strong", "is_float", "as_leaf", "under_reverse_mode", "describe_tree",
            "zeros_of", "batch_front", "run_traced"]
 
@@ -111,6 +114,22 @@ def trace_closed(f: Callable, args: tuple, where: str) -> Closed:
     trace, out_tree, _ = trace_function(body, args, {}, where)
     closed = Trace(trace.const_vars + trace.in_vars, (), (), trace.eqns, trace.outputs)
     return Closed(closed, list(trace.const_values), out_tree, box)
+
+
+def bind_loop(prim: Primitive, *args: Any, **params: Any) -> Any:
+    """``bind(prim, *args, **params)`` for a loop or branch; where its sub-traces have effects
+    (``functx.debug.print`` inside) and no operand is traced, the equation is recorded in the
+    innermost abstract trace (``jit``, ``make_trace``) instead of running while it is
+    traced: so its prints run at every call, in program order (as a debug print of
+    constants only does; see ``functx.lax._callback``), not once at trace time."""
+    effects = prim.has_effects
+    if effects and not isinstance(effects, bool):
+        effects = effects(params)
+    if effects and not any(type(x) is Tracer for x in args):
+        builder = innermost_abstract_builder()
+        if builder is not None:
+            return builder.process(prim, args, params)
+    return bind(prim, *args, **params)
 
 
 def zeros_of(aval: Any) -> Any:

@@ -34,7 +34,7 @@ from functx.transforms._args import check_callable
 from functx.transforms.grad import vjp
 from functx.transforms.jvp import jvp
 from functx.transforms.vmap import vmap
-from functx.lax._common import (ControlFlowError, as_leaf, describe_tree, is_float,
+from functx.lax._common import (ControlFlowError, as_leaf, bind_loop, describe_tree, is_float,
                                 run_closed, run_traced, strong, trace_closed, zeros_of)
 
 import functx.numpy as fnp
@@ -241,7 +241,7 @@ def _switch(index: Any, branches: Sequence[Callable], operands: tuple, where: st
                 f"returns {describe_tree(ak, t.box[0])}. Cast with .astype() or broadcast "
                 "so the branches agree.")
     joined, consts = _join(traced)
-    out = bind(cond_p, index, *consts, *leaves, branches=joined, name=name)
+    out = bind_loop(cond_p, index, *consts, *leaves, branches=joined, name=name)
     return tree.unflatten(first.box[0], out)
 
 

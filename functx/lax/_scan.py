@@ -48,7 +48,7 @@ from functx.transforms.checkpoint import checkpoint as remat
 from functx.transforms.checkpoint import checkpoint_p, residual_vars
 from functx.transforms.jvp import jvp
 from functx.transforms.vmap import vmap
-from functx.lax._common import (ControlFlowError, as_leaf, describe_tree, is_float,
+from functx.lax._common import (ControlFlowError, as_leaf, bind_loop, describe_tree, is_float,
                                 run_closed, run_traced, strong, trace_closed,
                                 under_reverse_mode, zeros_of, batch_front)
 
@@ -190,9 +190,9 @@ def scan_bind(body: Trace, consts: Sequence[Any], init: Sequence[Any], xs: Seque
         if res:
             n_res = len(res)
             body = Trace(body.in_vars, (), (), body.eqns, body.outputs + res)
-    outs = bind(scan_p, *operands, body=body, n_consts=len(consts), n_carry=len(init),
-                length=int(length), reverse=bool(reverse), unroll=unroll, n_res=n_res,
-                name=name)
+    outs = bind_loop(scan_p, *operands, body=body, n_consts=len(consts), n_carry=len(init),
+                     length=int(length), reverse=bool(reverse), unroll=unroll, n_res=n_res,
+                     name=name)
     n_carry = len(init)
     return list(outs[:n_carry]), list(outs[n_carry:len(outs) - n_res])
 

@@ -34,7 +34,8 @@ from functx.tracing import bind
 from functx.transforms._args import check_callable
 from functx.transforms.jvp import jvp
 from functx.transforms.vmap import vmap
-from functx.lax._common import (ControlFlowError, ReverseModeError, as_leaf, describe_tree,
+from functx.lax._common import (ControlFlowError, ReverseModeError, as_leaf, bind_loop,
+                                describe_tree,
                                 is_float, run_closed, run_traced, strong, trace_closed,
                                 zeros_of, batch_front)
 
@@ -241,6 +242,6 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
 
     cond = trace_closed(cond_t, arg, where)
     body = trace_closed(body_t, arg, where)
-    out = bind(while_p, *cond.consts, *body.consts, *leaves, cond=cond.trace,
+    out = bind_loop(while_p, *cond.consts, *body.consts, *leaves, cond=cond.trace,
                body=body.trace, n_cc=len(cond.consts), n_bc=len(body.consts), name=fname)
     return tree.unflatten(treedef, out)

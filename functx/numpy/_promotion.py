@@ -439,6 +439,34 @@ def promote_args_dtype(name: str, *args: Any) -> tuple[list, np.dtype]:
     return out, dt
 
 
+def promote_pair(name: str, x1: Any, x2: Any) -> tuple:
+    """``(a, b, dtype)``: :func:`promote_args_dtype` of two operands, with the hot case of
+    arithmetic inline: a floating-point (or complex) tracer or NumPy array and a Python
+    float or int, on either side (the scalar becomes a 0-d array of the array's dtype)."""
+    t1, t2 = type(x1), type(x2)
+    if t2 is builtins.float or t2 is builtins.int:
+        arr, scalar, t, first = x1, x2, t2, True
+    elif t1 is builtins.float or t1 is builtins.int:
+        arr, scalar, t, first = x2, x1, t1, False
+    else:
+        arr = None
+    if arr is not None:
+        ta = type(arr)
+        if ta is Tracer:
+            aval = arr._var.aval
+            dt = None if aval.weak_type else aval.dtype
+        else:
+            dt = arr.dtype if ta is np.ndarray else None
+        if dt is not None and dt.kind in "fc":
+            # (_scalar_array's memo; zeros and NaNs are never in it)
+            c = _SCALAR_ARRAYS.get((t, scalar, dt)) if scalar else None
+            if c is None:
+                c = _scalar_array(scalar, dt)
+            return (arr, c, dt) if first else (c, arr, dt)
+    (a, b), dt = promote_args_dtype(name, x1, x2)
+    return a, b, dt
+
+
 def dtype_of(x: Any) -> np.dtype:
     """The dtype ``x`` has as an array (Python scalars: NumPy's default for their kind)."""
     dt = getattr(x, "dtype", None)

@@ -51,6 +51,7 @@ from functx.numpy._promotion import (
     is_tracer,
     promote_args,
     promote_args_dtype,
+    promote_pair,
     result_type,
 )
 from functx.numpy._ufunc_base import (
@@ -96,15 +97,15 @@ def truthy(x: Any) -> Any:
 @as_ufunc
 def add(x1, x2):
     """Elementwise ``x1 + x2`` (on booleans: logical or)."""
-    (a, b), dt = promote_args_dtype("add", x1, x2)
-    return _ew.or_(a, b) if dt == _BOOL else _ew.add(a, b)
+    a, b, dt = promote_pair("add", x1, x2)
+    return _ew.or_(a, b) if dt.kind == "b" else _ew.add(a, b)
 
 
 @as_ufunc
 def subtract(x1, x2):
     """Elementwise ``x1 - x2``. Booleans raise TypeError (use logical_xor), as in NumPy."""
-    (a, b), dt = promote_args_dtype("subtract", x1, x2)
-    if dt == _BOOL:
+    a, b, dt = promote_pair("subtract", x1, x2)
+    if dt.kind == "b":
         raise TypeError("functx.numpy.subtract (the - operator) is not supported for "
                         "booleans, as in NumPy; use logical_xor (^) instead.")
     return _ew.sub(a, b)
@@ -113,8 +114,8 @@ def subtract(x1, x2):
 @as_ufunc
 def multiply(x1, x2):
     """Elementwise ``x1 * x2`` (on booleans: logical and)."""
-    (a, b), dt = promote_args_dtype("multiply", x1, x2)
-    return _ew.and_(a, b) if dt == _BOOL else _ew.mul(a, b)
+    a, b, dt = promote_pair("multiply", x1, x2)
+    return _ew.and_(a, b) if dt.kind == "b" else _ew.mul(a, b)
 
 
 @as_ufunc

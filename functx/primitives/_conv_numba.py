@@ -27,21 +27,20 @@ copy of the input in 3-d form (1-d and 2-d convolutions get unit leading spatial
   output plane, row by row.
 
 Threads: the loops run over (image, output-channel block) with ``prange``, on Numba's
-threads, in its ``workqueue`` layer unless the user picked one (see
-:func:`_prefer_workqueue`: OpenMP's spinning threads fought BLAS's); no BLAS call is made.
+threads, in its ``workqueue`` layer unless the user picked one (functx's threading policy,
+in :mod:`functx.primitives._numba`: OpenMP's spinning threads fought BLAS's), one launch at
+a time; no BLAS call is made.
 The padded copy is made with NumPy on the calling thread (a few per cent of the time).
 """
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
-import threading
 from typing import Any, Callable
 
 import numpy as np
 
 from functx.primitives._conv_cpu import conv_cpu, scatters, scratch
+from functx.primitives._numba import LAUNCH_LOCK, import_numba, numba_enabled, numba_installed
 from functx.primitives._util import dilated_size, out_spatial
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -49,36 +48,11 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _KERNELS: dict[str, Callable] | None = None
 
 
-def numba_available() -> bool:
-    """Whether Numba can be imported (it is imported only when a kernel is first used)."""
-    return importlib.util.find_spec("numba") is not None
-
-
 # Whether conv_numba uses the kernels at all (tests and benchmarks switch it off to
-# compare), and whether it uses them everywhere rather than only where they pay (tests).
-ENABLED = numba_available()
+# compare; FUNCTX_NUMBA=0 too, see functx.primitives._numba), and whether it uses them
+# everywhere rather than only where they pay (tests).
+ENABLED = numba_installed()
 FORCE = False
-
-
-def _prefer_workqueue(numba: Any) -> None:
-    """Pick Numba's ``workqueue`` threading layer, unless the user chose one
-    (``NUMBA_THREADING_LAYER``) or Numba's threads already run.
-
-    Its threads sleep between kernels. The OpenMP layer's spin after each kernel and take
-    the cores from the BLAS and PyTorch threads that run next: bench_conv's LeNet step went
-    from 40-44 ms (OpenMP) to 8.4-8.7 ms (workqueue) on a 2-core machine, the NumPy path
-    alone taking 13-34 ms. The workqueue layer does not take concurrent launches from
-    several threads, so :func:`direct_conv` holds a lock around each kernel.
-    """
-    if os.environ.get("NUMBA_THREADING_LAYER") or numba.config.THREADING_LAYER != "default":
-        return
-    try:
-        numba.threading_layer()  # raises until a parallel kernel has run
-    except ValueError:
-        numba.config.THREADING_LAYER = "workqueue"
-
-
-_LAUNCH = threading.Lock()  # one kernel at a time (each uses every core)
 
 
 def _compile() -> dict[str, Callable]:
@@ -87,9 +61,7 @@ def _compile() -> dict[str, Callable]:
     global _KERNELS
     if _KERNELS is not None:
         return _KERNELS
-    import numba  # lazy: import functx never loads Numba
-
-    _prefer_workqueue(numba)
+    import_numba()  # (with functx's threading policy) before the kernels' module imports it
     # A function-local import: the kernels' module imports Numba at its top.
     from functx.primitives import _conv_numba_kernels as kernels
 
@@ -138,8 +110,8 @@ def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, pad
 
     Returns:
         The convolution, ``[N, O, *out_spatial]``; through
-        :func:`~functx.primitives._conv_cpu.conv_cpu` where Numba is missing or the dtype
-        is neither float32 nor float64.
+        :func:`~functx.primitives._conv_cpu.conv_cpu` where Numba is missing or turned off
+        (``FUNCTX_NUMBA=0``) or the dtype is neither float32 nor float64.
     """
     params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
                   rhs_dilation=rhs_dilation, feature_group_count=feature_group_count)
@@ -151,7 +123,7 @@ def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, pad
     if lhs.size == 0 or rhs.size == 0 or math.prod(out_shape) == 0:
         return np.zeros(out_shape, dtype=lhs.dtype)
     if not FORCE and not _direct_pays(lhs, rhs, out_shape, window_strides, feature_group_count,
-                                      any(d > 1 for d in lhs_dilation)):
+                                      any(d > 1 for d in lhs_dilation)) or not numba_enabled():
         return conv_cpu(xp, lhs, rhs, **params)
     return direct_conv(lhs, rhs, out_shape, **params)
 
@@ -181,7 +153,7 @@ def _direct_pays(lhs, rhs, out_shape, window_strides, groups, dilated: bool) -> 
 
 
 def _launch(kernel: Callable, *args: Any) -> None:
-    with _LAUNCH:
+    with LAUNCH_LOCK:  # the workqueue layer takes one launch at a time (see _numba)
         kernel(*args)
 
 

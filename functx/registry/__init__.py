@@ -107,7 +107,7 @@ class Primitive:
                  "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
                  "batch", "dce", "cache_abstract_eval", "has_effects", "scalar", "simplify",
-                 "_impl_cache", "__weakref__")
+                 "cpu_arrays_impl", "_impl_cache", "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
                  registry: "Registry | None" = None) -> None:
@@ -150,6 +150,9 @@ class Primitive:
         self.scalar: ScalarRule | None = None
         self.simplify: Callable | None = None
         self._impl_cache: dict[str, Callable] = {}
+        # optional: the CPU implementation for operands that are all NumPy arrays, called
+        # without xp (see def_cpu_arrays_impl)
+        self.cpu_arrays_impl: Callable | None = None
         (REGISTRY if registry is None else registry).register(self)
 
     def __repr__(self) -> str:
@@ -169,6 +172,21 @@ class Primitive:
         self.impls[backend] = fn
         self.out_impls.pop(backend, None)  # (computed what the replaced rule computed)
         self._impl_cache.clear()
+        if backend in ("cpu", "generic"):
+            self.cpu_arrays_impl = None  # (it stood for the CPU implementation replaced)
+        return fn
+
+    def def_cpu_arrays_impl(self, fn: Callable) -> Callable:
+        """Register a faster CPU implementation for the calls whose operands are all NumPy
+        arrays (no Python scalars): ``fn(*arrays, **params)``, without ``xp``, computing
+        what the CPU implementation computes for them; NumPy's ufunc itself, where the CPU
+        rule wraps it only to handle Python scalars (a Python frame less per operation).
+        Registering a CPU or generic implementation afterwards drops it.
+
+        Example:
+            >>> mul_p.def_cpu_arrays_impl(np.multiply)
+        """
+        self.cpu_arrays_impl = fn
         return fn
 
     def def_impl_out(self, fn: Callable, *, backend: str = "generic",
@@ -237,7 +255,7 @@ class Primitive:
         self.vjp = fn
         self.has_zero_vjp = fn is _zero_vjp
         self.save_inputs = (save_inputs if isinstance(save_inputs, (bool, slice))
-                            else tuple(save_inputs))
+                            else tuple(dict.fromkeys(save_inputs)))  # (each index once)
         self.save_output = bool(save_output)
         self.vjp_selective = selective
         return fn

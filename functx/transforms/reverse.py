@@ -76,10 +76,13 @@ class ConcreteTraceBuilder(TraceBuilder):
                 a = a._value
                 if type(a) is Tracer:
                     plain = False
-            else:
-                if type(a) is Tracer:
-                    plain = False
+            elif type(a) is Tracer:
+                plain = False
                 atoms.append(self.atom_of(a))
+                targets.append(None)
+            else:  # a constant: its atom (lift's memo, looked up here first)
+                hit = self._const_ids.get(id(a))
+                atoms.append(self.lift(a) if hit is None else hit[1])
                 targets.append(None)
             vals.append(a)
         out = apply_eager(prim, vals, params) if plain else bind(prim, *vals, **params)
@@ -95,39 +98,70 @@ class ConcreteTraceBuilder(TraceBuilder):
         else:
             if prim.has_zero_vjp:
                 return out
-            aval = abstractify(out) if type(out) is np.ndarray else aval_of_value(out)
-            if not INEXACT_DTYPES[aval.dtype]:
-                return out
-            out_vars = (Var(aval),)
+            if type(out) is np.ndarray:  # (abstractify's memo, with the dtype's kind beside)
+                info = _ARRAY_INFO.get((out.shape, out.dtype)) or _array_info(out)
+                if not info[1]:
+                    return out
+                var = _new_object(Var)  # Var(aval) without its __init__'s Python frame
+                var.aval = info[0]
+                out_vars = (var,)
+            else:
+                aval = aval_of_value(out)
+                if not INEXACT_DTYPES[aval.dtype]:
+                    return out
+                out_vars = (Var(aval),)
         vjp = prim.vjp
         # Equations are recorded without their source line (grad's hot path), except where
         # the backward pass would need it for an error message. (tuple.__new__ makes the
         # Eqn named tuple without the Python frame of its __new__: this is grad's hot path.)
-        self.eqns.append(_new_tuple(Eqn, (prim, tuple(atoms), params, out_vars,
+        atoms = tuple(atoms)
+        self.eqns.append(_new_tuple(Eqn, (prim, atoms, params, out_vars,
                                           None if vjp is not None else user_source(3))))
-        ins = list(map(_aval_of_atom, atoms))  # (no list comprehension's frame)
+        # The record's inputs: the values the VJP rule reads, abstract values elsewhere;
+        # where some cotangents are unneeded, only what the needed ones read (memplan).
+        saved = prim.save_inputs if vjp is not None else ()
         save_out = prim.save_output
-        if vjp is not None:
-            saved = prim.save_inputs
-            if type(saved) is not tuple:
-                saved = prim.saved_input_indices(len(atoms))
-            elif None in targets:  # some cotangents unneeded: save what the others read
-                hit = needed_residuals(prim, targets, ins, out_vars, params)
-                if hit is not None:
-                    saved, save_out = hit
-            for i in saved:
+        if type(saved) is tuple and vjp is not None and None in targets:
+            hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
+                                   params)
+            if hit is not None:
+                saved, save_out = hit
+        if type(saved) is tuple and len(saved) == len(atoms):  # (every input: no copy)
+            ins = tuple(vals)
+        else:
+            ins = list(map(_aval_of_atom, atoms))  # (no list comprehension's frame)
+            for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
                 ins[i] = vals[i]
+            ins = tuple(ins)
         if save_out:
             res_out = out
         else:
             res_out = [v.aval for v in out_vars] if multiple else out_vars[0].aval
-        self.records.append((tuple(ins), res_out, tuple(targets)))
+        self.records.append((ins, res_out, tuple(targets)))
         if multiple:
             return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
-        return Tracer(self, out_vars[0], out)
+        t = _new_object(Tracer)  # Tracer(self, out_vars[0], out) without its __init__'s frame
+        t._builder = self
+        t._var = out_vars[0]
+        t._value = out
+        t._tangent = None
+        return t
+
+
+# (shape, dtype) -> (the abstract value, whether values of it carry cotangents)
+_ARRAY_INFO: dict = {}
+
+
+def _array_info(x: np.ndarray) -> tuple:
+    if len(_ARRAY_INFO) > 10_000:
+        _ARRAY_INFO.clear()
+    aval = abstractify(x)
+    info = _ARRAY_INFO[(x.shape, x.dtype)] = (aval, INEXACT_DTYPES[aval.dtype])
+    return info
 
 
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 _aval_of_atom = operator.attrgetter("aval")
 
 

@@ -167,6 +167,7 @@ def binary(name: str, impl: Callable | str, accepts: str = "any",
         p.def_impl(cpu, backend="cpu")
         p.def_impl_out(_ufunc_out(impl), alias="any")  # (out-implementations, as unary's)
         p.def_impl_out(cpu, backend="cpu", alias="any")
+        p.def_cpu_arrays_impl(getattr(np, impl))  # (two arrays: no weak scalar to join)
     else:
         p.def_impl(weak_scalars_kept(impl))
     return p
