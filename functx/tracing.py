@@ -391,13 +391,6 @@ class TraceBuilder:
         self._const_ids[id(x)] = (x, atom)  # holding x keeps its id from being reused
         return atom
 
-    def stage(self, x: Any) -> Tracer:
-        """A tracer for the constant ``x``: operations on it are recorded, not computed."""
-        var = Var(abstractify(x))
-        self.const_vars.append(var)
-        self.const_values.append(x)
-        return Tracer(self, var, x if self.concrete else None)
-
     def atom_of(self, x: Any) -> Var | Literal:
         """The atom standing for ``x`` (a tracer of this builder or any other value)."""
         if type(x) is Tracer and x._builder is self:
@@ -492,11 +485,14 @@ _ndarray = np.ndarray
 
 
 def staged_like(x: Any, like: Any) -> Any:
-    """``x`` as a tracer of the abstract trace ``like`` belongs to (what is computed from it
-    is then recorded there, as JAX stages constants under ``jit``), else ``x``."""
-    if type(like) is Tracer and not like._builder.concrete and like._builder.active:
-        return like._builder.stage(x)
-    return x
+    """``x`` as a constant tracer of the abstract trace ``like`` belongs to (what is computed
+    from it is recorded there, as JAX stages constants under ``jit``), else ``x``."""
+    b = like._builder if type(like) is Tracer else None
+    if b is None or b.concrete or not b.active:
+        return x
+    b.const_vars.append(Var(abstractify(x)))
+    b.const_values.append(x)
+    return Tracer(b, b.const_vars[-1])
 
 
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
@@ -609,21 +605,6 @@ def _check_against_abstract_eval(prim: Primitive, args: tuple, params: dict, out
 
 # ----------------------------------------------------------------------------------------
 # The transform preamble (trace_function), make_trace and eval_shape
-
-
-def snapshot_constants(trace: Trace) -> Trace:
-    """``trace`` with its writeable NumPy constants (arrays the function closed over, which
-    their owner may write to later) replaced by read-only copies (``trace`` itself if none).
-
-    For transforms that keep a trace for later calls (``jit``'s cache, ``linearize``'s
-    linear map). functx's own (read-only) results and CuPy arrays are not copied (see
-    ``functx.backends.owned_read_only``); literals are snapshots already (``lift``).
-    """
-    values = trace.const_values
-    if not any(type(c) is _ndarray and c.flags.writeable for c in values):
-        return trace
-    return Trace(trace.in_vars, trace.const_vars,
-                 tuple(backends.owned_read_only(c) for c in values), trace.eqns, trace.outputs)
 
 
 def split_static(args: tuple, static_argnums: Sequence[int]) -> tuple[list[int], tuple]:

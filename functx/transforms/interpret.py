@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx.backends import finalize_cpu
+from functx.backends import finalize_cpu, owned_read_only
 from functx.errors import FunctxError
 from functx.ir import Eqn, Literal, Trace, Var
 from functx.tracing import bind
@@ -238,3 +238,18 @@ def eval_trace(trace: Trace, *args: Any, consts: Sequence[Any] | None = None,
     # An output that is an input or a constant is never the caller's array (a writeable one
     # is copied: the caller may write to it later).
     return [finalize_cpu(o, (*args, *consts)) if type(o) is np.ndarray else o for o in outs]
+
+
+def snapshot_constants(trace: Trace) -> Trace:
+    """``trace`` with its writeable NumPy constants (arrays the function closed over, which
+    their owner may write to later) replaced by read-only copies (``trace`` itself if none).
+
+    For transforms that keep a trace for later calls (``jit``'s cache, ``linearize``'s
+    linear map). functx's own (read-only) results and CuPy arrays are not copied (see
+    ``functx.backends.owned_read_only``); literals are snapshots already (``lift``).
+    """
+    values = trace.const_values
+    if not any(type(c) is np.ndarray and c.flags.writeable for c in values):
+        return trace
+    return Trace(trace.in_vars, trace.const_vars,
+                 tuple(owned_read_only(c) for c in values), trace.eqns, trace.outputs)

@@ -56,10 +56,10 @@ from functx.compiler.passes import optimize
 from functx.backends import CPU as _CPU, backend_of, device_of, get_backend, get_default_device
 from functx.errors import ArgumentTypeError, FunctxError
 from functx.ir import Literal, Trace, abstractify, typecheck
-from functx.tracing import (FlatArgs, Tracer, bind, flatten_args, snapshot_constants,
-                            trace_function)
+from functx.tracing import FlatArgs, Tracer, bind, flatten_args, trace_function
 from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
-from functx.transforms.interpret import eval_trace, prune_with_last_uses, walk
+from functx.transforms.interpret import (eval_trace, prune_with_last_uses, snapshot_constants,
+                                        walk)
 
 __all__ = ["jit", "CACHE_SIZE", "Executor", "executor"]
 

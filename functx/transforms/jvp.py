@@ -30,11 +30,10 @@ from functx.ir import Var, abstractify
 from functx.primitives._batching import zeros_like
 from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, attach_source, aval_of_value,
-                            bind, leak_error, not_an_array_advice, snapshot_constants,
-                            user_source)
+                            bind, leak_error, not_an_array_advice, user_source)
 from functx.transforms._args import check_callable
 from functx.transforms.grad import check_cotangents, vjp
-from functx.transforms.interpret import eval_trace
+from functx.transforms.interpret import eval_trace, snapshot_constants
 from functx.transforms.reverse import read_only
 
 
