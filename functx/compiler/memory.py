@@ -40,7 +40,6 @@ first (the other use must not see it change).
 """
 from __future__ import annotations
 
-import inspect
 import warnings
 from collections import defaultdict
 from typing import Any, Callable, Sequence
@@ -51,7 +50,7 @@ from functx import tree
 from functx.backends import finalize_cpu
 from functx.errors import ArgumentTypeError
 from functx.tracing import FlatArgs
-from functx.transforms._args import index_tuple, name_tuple, signature_of
+from functx.transforms._args import argnums_by_name, index_tuple, name_tuple
 
 __all__ = ["MIN_BYTES", "plan_buffers", "donation_spec", "donated_leaves",
            "prepare_donated", "finalize_outputs"]
@@ -92,32 +91,8 @@ def donation_spec(f: Callable, fname: str, donate_argnums: Any, donate_argnames:
             raise ArgumentTypeError(
                 f"{fname}: donate_argnums={donate_argnums} holds the negative position {i}; "
                 "give the position of each donated argument counted from 0.")
-    sig = signature_of(f)
-    if sig is not None:
-        params = list(sig.parameters.values())
-        kinds = inspect.Parameter
-        positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY,
-                                                      kinds.POSITIONAL_OR_KEYWORD)]
-        if not any(p.kind is kinds.VAR_POSITIONAL for p in params):
-            for i in nums:
-                if i >= len(positional):
-                    raise ArgumentTypeError(
-                        f"{fname}: donate_argnums={donate_argnums} but the function takes "
-                        f"{len(positional)} positional argument(s) "
-                        f"({', '.join(p.name for p in positional) or 'none'}), so there is "
-                        f"no argument {i} to donate. Fix donate_argnums.")
-        if not any(p.kind is kinds.VAR_KEYWORD for p in params):
-            by_name = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD,
-                                                            kinds.KEYWORD_ONLY)}
-            unknown = [n for n in names if n not in by_name]
-            if unknown:
-                raise ArgumentTypeError(
-                    f"{fname}: donate_argnames={donate_argnames!r} names "
-                    f"{', '.join(map(repr, unknown))}, which the function does not take as a "
-                    f"keyword argument (its parameters: "
-                    f"{', '.join(p.name for p in params)}). Fix donate_argnames.")
-        named = {i: p.name for i, p in enumerate(positional)
-                 if p.kind is kinds.POSITIONAL_OR_KEYWORD}
+    named = argnums_by_name(f, fname, nums, names, "donate", (donate_argnums, donate_argnames))
+    if named is not None:
         if nums and not names:
             names = tuple(named[i] for i in nums if i in named)
         elif names and not nums:

@@ -114,3 +114,44 @@ def signature_of(f: Callable) -> inspect.Signature | None:
         return inspect.signature(f)
     except (TypeError, ValueError):
         return None
+
+
+def argnums_by_name(f: Callable, fname: str, nums: tuple, names: tuple, what: str,
+                    given: tuple) -> dict | None:
+    """Check positions ``nums`` and names ``names`` (``what`` = ``"static"`` or
+    ``"donate"``, as in ``static_argnums``; ``given`` the user's two values, quoted in the
+    errors) against ``f``'s signature where Python can tell it, and return its positional
+    parameters that may also come by keyword, ``{position: name}`` (None without a
+    signature). Negative positions count from the end.
+
+    Raises:
+        ArgumentTypeError: a position beyond the parameters of a function without ``*args``,
+            or a name that is not a parameter of a function without ``**kwargs``.
+    """
+    sig = signature_of(f)
+    if sig is None:
+        return None
+    params = list(sig.parameters.values())
+    kinds = inspect.Parameter
+    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY,
+                                                  kinds.POSITIONAL_OR_KEYWORD)]
+    if not any(p.kind is kinds.VAR_POSITIONAL for p in params):
+        for i in nums:
+            if not -len(positional) <= i < len(positional):
+                raise ArgumentTypeError(
+                    f"{fname}: {what}_argnums={given[0]} but the function takes "
+                    f"{len(positional)} positional argument(s) "
+                    f"({', '.join(p.name for p in positional) or 'none'}), so there is no "
+                    f"argument {i}{' to donate' if what == 'donate' else ''}. "
+                    f"Fix {what}_argnums.")
+    if not any(p.kind is kinds.VAR_KEYWORD for p in params):
+        by_name = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD,
+                                                        kinds.KEYWORD_ONLY)}
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ArgumentTypeError(
+                f"{fname}: {what}_argnames={given[1]!r} names "
+                f"{', '.join(map(repr, unknown))}, which the function does not take as a "
+                f"keyword argument (its parameters: {', '.join(p.name for p in params)}). "
+                f"Fix {what}_argnames.")
+    return {i: p.name for i, p in enumerate(positional) if p.kind is kinds.POSITIONAL_OR_KEYWORD}

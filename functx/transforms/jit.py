@@ -39,7 +39,6 @@ calls to change it for every jitted function.
 from __future__ import annotations
 
 import functools
-import inspect
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
@@ -57,7 +56,7 @@ from functx.backends import CPU as _CPU, backend_of, device_of, get_backend, get
 from functx.errors import ArgumentTypeError, FunctxError
 from functx.ir import Literal, Trace, abstractify, typecheck
 from functx.tracing import FlatArgs, Tracer, bind, flatten_args, trace_function
-from functx.transforms._args import check_callable, index_tuple, name_tuple, signature_of
+from functx.transforms._args import argnums_by_name, check_callable, index_tuple, name_tuple
 from functx.transforms.interpret import (eval_trace, prune_with_last_uses, snapshot_constants,
                                         walk)
 
@@ -308,34 +307,10 @@ def _static_spec(f: Callable, fname: str, static_argnums: Any, static_argnames: 
     """
     nums = tuple(dict.fromkeys(index_tuple(static_argnums, "static_argnums", fname)))
     names = name_tuple(static_argnames, "static_argnames", fname)
-    sig = signature_of(f)
-    if sig is None:
+    named = argnums_by_name(f, fname, nums, names, "static", (static_argnums, static_argnames))
+    if named is None:
         return nums, frozenset(names), frozenset()
-    params = list(sig.parameters.values())
-    kinds = inspect.Parameter
-    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY,
-                                                  kinds.POSITIONAL_OR_KEYWORD)]
-    if not any(p.kind is kinds.VAR_POSITIONAL for p in params):
-        for i in nums:
-            if not -len(positional) <= i < len(positional):
-                raise ArgumentTypeError(
-                    f"{fname}: static_argnums={static_argnums} but the function takes "
-                    f"{len(positional)} positional argument(s) "
-                    f"({', '.join(p.name for p in positional) or 'none'}), so there is no "
-                    f"argument {i}. Fix static_argnums.")
-    if not any(p.kind is kinds.VAR_KEYWORD for p in params):
-        by_name = {p.name for p in params if p.kind in (kinds.POSITIONAL_OR_KEYWORD,
-                                                        kinds.KEYWORD_ONLY)}
-        unknown = [n for n in names if n not in by_name]
-        if unknown:
-            raise ArgumentTypeError(
-                f"{fname}: static_argnames={static_argnames!r} names "
-                f"{', '.join(map(repr, unknown))}, which the function does not take as a "
-                f"keyword argument (its parameters: {', '.join(p.name for p in params)}). "
-                "Fix static_argnames.")
     both = bool(nums) and bool(names)
-    named = {i: p.name for i, p in enumerate(positional)
-             if p.kind is kinds.POSITIONAL_OR_KEYWORD}
     if nums and not both:  # infer the names of the static positions
         names = names + tuple(named[i] for i in nums if i in named)
     elif names and not both:  # infer the positions of the static names
