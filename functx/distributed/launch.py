@@ -75,13 +75,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         procs.append(p)
         ranks.append(r)
         pumps.append(t)
+    # One thread per rank waits for it and notes when it ended, so the rank named is the
+    # first to fail (the others often fail because it did), however late the loop looks.
+    exits: list = []
+
+    def wait(p: subprocess.Popen, r: int) -> None:
+        p.wait()
+        exits.append((time.monotonic(), r, p))
+
+    for p, r in zip(procs, ranks):
+        threading.Thread(target=wait, args=(p, r), daemon=True).start()
     code = 0
     try:
         while True:
             done = [(p, r) for p, r in zip(procs, ranks) if p.poll() is not None]
-            failed = [(p, r) for p, r in done if p.returncode != 0]
+            failed = sorted((e for e in list(exits) if e[2].returncode != 0),
+                            key=lambda e: e[0])
             if failed:
-                p, r = failed[0]
+                _, r, p = failed[0]
                 code = p.returncode if p.returncode > 0 else 1
                 others = [q for q in procs if q.poll() is None]
                 sys.stderr.write(f"functx.distributed.launch: rank {r} failed with exit code "
@@ -89,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "rank(s).\n")
                 _stop(procs, a.grace)
                 break
-            if len(done) == len(procs):
+            if len(done) == len(procs) and len(exits) == len(procs):
                 break
             time.sleep(0.05)
     except KeyboardInterrupt:
