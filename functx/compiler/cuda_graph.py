@@ -96,11 +96,11 @@ class CudaGraph:
         # several times the host time, and a step of small arrays is all host time
         stream = cupy.cuda.get_current_stream().ptr
         copy = cupy.cuda.runtime.memcpyAsync
-        for dst, src in zip(self.ins, inputs):
+        for dst, src in zip(self.ins, inputs):  # (dst is C-contiguous)
             if dst is not None:
                 if src.flags.c_contiguous:
                     copy(dst.data.ptr, src.data.ptr, dst.nbytes, _D2D, stream)
-                else:
+                else:  # a view (a transpose, a slice): copied element by element
                     dst[...] = src
         self.graph.launch()
         outs = []
@@ -114,8 +114,9 @@ class CudaGraph:
         pool = cupy.cuda.MemoryPool()
         stream = cupy.cuda.Stream(non_blocking=True)
         current = cupy.cuda.get_current_stream()
-        with cupy.cuda.using_allocator(pool.malloc):
-            ins = [cupy.empty_like(x) if isinstance(x, cupy.ndarray) else None for x in inputs]
+        with cupy.cuda.using_allocator(pool.malloc):  # C-contiguous: see the copies in __call__
+            ins = [cupy.empty(x.shape, x.dtype) if isinstance(x, cupy.ndarray) else None
+                   for x in inputs]
         for dst, src in zip(ins, inputs):
             if dst is not None:
                 dst[...] = src
