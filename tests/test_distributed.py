@@ -66,6 +66,25 @@ def test_collectives_across_processes(tmp_path, n):
         assert f"[rank {r}] ok {r}" in out.stdout
 
 
+def test_all_reduce_of_a_pytree_in_buckets(tmp_path):
+    """Leaves of two dtypes and one too big for a bucket: the bucketed all-reduce gives
+    every leaf's own sum, in its shape and dtype."""
+    out = launch(tmp_path, """
+        rng = np.random.default_rng(0)
+        tree = {"w": [rng.standard_normal((3, 4)) * (r + 1) for _ in range(5)],
+                "h": [np.arange(6, dtype=np.float32).reshape(2, 3) * (r + 1)] * 3,
+                "big": np.ones(40) * (r + 1), "i": np.arange(4) * (r + 1)}
+        got = D.all_reduce(tree, op="mean", bucket_bytes=200)  # several buckets
+        each = fx.tree.map(lambda a: D.group().all_reduce(a, "mean"), tree)
+        for a, b in zip(fx.tree.flatten(got)[0], fx.tree.flatten(each)[0]):
+            assert a.shape == b.shape and a.dtype == b.dtype, (a, b)
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+        print("ok", r, flush=True)
+    """, 2)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[rank 0] ok 0" in out.stdout and "[rank 1] ok 1" in out.stdout
+
+
 def test_a_failing_rank_stops_the_job_and_is_named(tmp_path):
     t0 = time.monotonic()
     out = launch(tmp_path, """
