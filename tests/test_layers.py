@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "functx.serialization": 7,
     "functx.flatten_util": 7,
     "functx.distributed": 7,
+    "functx.experimental": 7,
     "functx": 8,
 }
 
