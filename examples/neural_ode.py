@@ -8,6 +8,10 @@ reverse mode differentiates it). The training step, ``jit(value_and_grad(loss))`
 Adam, is traced once; its gradient is a reverse scan through both loops (backpropagation
 through the solver; the memory it keeps is one step's residuals per RK4 step).
 
+``--solver adjoint`` integrates with ``functx.experimental.ode.odeint`` instead (adaptive
+Dormand-Prince, as JAX's ``odeint``): its gradient comes from the adjoint method, which
+solves a second ODE backwards in time instead of keeping every step's residuals.
+
 Run it with ``python examples/neural_ode.py``; the last line reads ``initial loss ...
 final loss ...``. ``--steps N`` changes the number of training steps.
 """
@@ -21,6 +25,7 @@ import numpy as np
 import functx as fx
 import functx.numpy as fnp
 from functx import lax, optim
+from functx.experimental.ode import odeint
 
 A = np.array([[-0.1, 2.0], [-2.0, -0.1]])
 TIMES = np.linspace(0.0, 1.5, 16)
@@ -66,13 +71,22 @@ def solve(params: dict, y0: np.ndarray) -> fx.Tracer:
     return fnp.concatenate([y0[None], ys])
 
 
-def loss_fn(params: dict, target: np.ndarray) -> fx.Tracer:
-    return fnp.mean((solve(params, target[0]) - target) ** 2)
+def solve_adjoint(params: dict, y0: np.ndarray) -> fx.Tracer:
+    """The same trajectory from the adaptive solver (its gradient: the adjoint method)."""
+    return odeint(lambda y, t, p: dynamics(p, y), y0, TIMES, params, rtol=1e-6, atol=1e-6)
+
+
+SOLVERS = {"rk4": solve, "adjoint": solve_adjoint}
+
+
+def loss_fn(params: dict, target: np.ndarray, solver: str = "rk4") -> fx.Tracer:
+    return fnp.mean((SOLVERS[solver](params, target[0]) - target) ** 2)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--solver", choices=sorted(SOLVERS), default="rk4")
     args = parser.parse_args(argv)
     target = spiral()
     params = init_params()
@@ -81,20 +95,21 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     @fx.jit
     def train_step(params, state):
-        loss, grads = fx.value_and_grad(loss_fn)(params, target)
+        loss, grads = fx.value_and_grad(loss_fn)(params, target, args.solver)
         updates, state = opt.update(grads, state, params)
         return optim.apply_updates(params, updates), state, loss
 
-    trace = fx.make_trace(loss_fn)(params, target)
-    print(f"The traced loss has {len(trace.eqns)} top-level equations "
-          f"({len(TIMES) - 1} intervals x {SUBSTEPS} RK4 steps run inside one scan).")
+    if args.solver == "rk4":
+        trace = fx.make_trace(loss_fn)(params, target)
+        print(f"The traced loss has {len(trace.eqns)} top-level equations "
+              f"({len(TIMES) - 1} intervals x {SUBSTEPS} RK4 steps run inside one scan).")
     losses = []
     for step in range(args.steps):
         params, state, loss = train_step(params, state)
         losses.append(float(loss))
         if step % 50 == 0 or step == args.steps - 1:
             print(f"step {step:4d}  loss {losses[-1]:.5f}")
-    end = np.asarray(solve(params, target[0]))[-1]
+    end = np.asarray(SOLVERS[args.solver](params, target[0]))[-1]
     print(f"predicted end point {np.round(end, 3)}, observed {np.round(target[-1], 3)}")
     print(f"initial loss {losses[0]:.5f} final loss {losses[-1]:.5f}")
 

@@ -103,6 +103,13 @@ def test_neural_ode_fits_the_spiral():
     assert final < 0.02 * initial, proc.stdout
 
 
+def test_neural_ode_trains_with_the_adjoint_method():
+    proc = run_example("neural_ode.py", "--solver", "adjoint", "--steps", "30")
+    assert proc.returncode == 0, f"neural_ode.py failed:\n{proc.stdout}\n{proc.stderr}"
+    initial, final = _losses(proc.stdout)
+    assert final < 0.1 * initial, proc.stdout
+
+
 def test_gaussian_process_fits_its_hyperparameters(tmp_path):
     proc = run_example("gaussian_process.py", "--plot", str(tmp_path / "gp.png"))
     assert proc.returncode == 0, f"gaussian_process.py failed:\n{proc.stdout}\n{proc.stderr}"
