@@ -182,7 +182,8 @@ class Tracer:
             "np.array or a NumPy function functx.numpy does not mirror). That would drop "
             "it out of the trace and lose its gradient.\n  What to do: use the function of "
             "the same name from functx.numpy, or functx.stop_gradient(x) and return the "
-            "value if you only need to inspect it."
+            "value if you only need to inspect it. Indexing a NumPy array with a traced "
+            "index (a[i] in a loop body) does this too: use functx.numpy.take(a, i, axis=0)."
             + your_code())
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
