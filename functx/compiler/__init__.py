@@ -3,18 +3,22 @@ generators (layer 5, beside the transforms; ``functx.transforms.jit`` uses it).
 
 * :mod:`functx.compiler.passes`: CSE, constant folding, algebraic simplification, DCE;
 * :mod:`functx.compiler.partition`: clusters of elementwise/broadcast ops with trailing
-  reductions, decided from the registry's scalar rules (shared with a GPU generator);
+  reductions, decided from the registry's scalar rules (shared by both generators);
+* :mod:`functx.compiler.program`: a cluster as a per-element program and a loop nest;
 * :mod:`functx.compiler.cpu`: each cluster as one Numba loop nest (multi-threaded);
-* :mod:`functx.compiler.c_expr`: the same per-element expressions as C (for the CUDA
-  generator of issue 20; tested on the CPU as text);
+* :mod:`functx.compiler.cuda`: each cluster as one CUDA C kernel (NVRTC through CuPy),
+  rendered by :mod:`functx.compiler.c_expr`;
+* :mod:`functx.compiler.cuda_graph`: a jitted CUDA step replayed as one CUDA graph;
+* :mod:`functx.compiler.memory`: buffer reuse from liveness, and ``donate_argnums``;
 * :mod:`functx.compiler.lowering`: a jit signature's optimised trace with its kernels, and
   the fused trace the executor runs.
 
 Which compiler ``jit`` uses: the environment variable ``FUNCTX_JIT_COMPILER`` (read at
 import) or :func:`set_jit_compiler`, one of :data:`COMPILERS`:
 
-* ``"numba"`` (the default): optimisation passes, then fused Numba kernels on the CPU. If
-  Numba is not installed, ``jit`` warns once and replays the optimised trace instead;
+* ``"numba"`` (the default): optimisation passes, then fused kernels: Numba loops on the
+  CPU (if Numba is not installed, ``jit`` warns once and replays the optimised trace
+  instead), generated CUDA C on CUDA;
 * ``"none"``: no passes, no kernels: ``jit`` replays the traced function one primitive at a
   time, as before the compiler existed.
 
