@@ -41,7 +41,8 @@ from functx.compiler.partition import Cluster
 from functx.compiler.program import LoopNest, Program
 from functx.registry.scalar import var
 
-__all__ = ["CudaKernel", "generate_cuda", "COMPUTE", "cuda_policy", "cuda_worth", "BLOCK", "FILL_BLOCKS"]
+__all__ = ["CudaKernel", "generate_cuda", "COMPUTE", "cuda_policy", "cuda_worth", "BLOCK",
+           "FILL_BLOCKS"]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -300,16 +301,11 @@ def _finish(src: _Source, reds: list, name: str, chunks: int, K: int, it: str) -
     return "\n".join(lines + ["}"]) + "\n"
 
 
-def generate_cuda(c: Cluster, name: str) -> tuple[str, dict, list]:
-    """The CUDA C source of cluster ``c`` as a kernel ``name(in..., out...[, part...])`` of
-    contiguous arrays, its launch configuration, and the cluster's output variables in
-    argument order."""
-    prog = Program(c, COMPUTE)
-    if prog.reductions:
-        source, launch = _reduction(prog, name)
-    else:
-        source, launch = _elementwise(prog, name)
-    return source, launch, list(c.outputs)
+def generate_cuda(prog: Program, name: str) -> tuple[str, dict]:
+    """The CUDA C source of a cluster's program (``Program(cluster, COMPUTE)``) as a kernel
+    ``name(in..., out...[, part...])`` of contiguous arrays (outputs in the order of
+    ``cluster.outputs``), and its launch configuration."""
+    return _reduction(prog, name) if prog.reductions else _elementwise(prog, name)
 
 
 _LOCK = threading.Lock()
@@ -324,12 +320,14 @@ class CudaKernel:
 
     def __init__(self, c: Cluster, index: int) -> None:
         self.name = f"fused_{index}"
-        self.source, self.launch, self.outputs = generate_cuda(c, "kernel")
+        prog = Program(c, COMPUTE)
+        self.source, self.launch = generate_cuda(prog, "kernel")
+        self.outputs = list(c.outputs)
         self.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.outputs]
         self.cluster = c
         self.parallel = True
         self.inplace = frozenset()  # (input, output) pairs that may share memory: none
-        reduced = {r.var for r in Program(c, COMPUTE).reductions}
+        reduced = {r.var for r in prog.reductions}
         self._reduced = [i for i, v in enumerate(self.outputs) if v in reduced]
         self._fns: dict = {}
 

@@ -211,31 +211,23 @@ def _threefry_aval(k1: AbstractArray, k2: AbstractArray, x0: AbstractArray,
     return out, out
 
 
-_threefry_kernel: list = []
-
-
 _ROTATIONS = np.array(THREEFRY_ROTATIONS, np.uint32)
+_compiled: dict = {}  # "block", "threefry", "split" -> the Numba function
 
 
-def _threefry_compiled() -> Any:
-    """The Numba kernel of the block function (one pass, compiled once, cached on disk).
-    Operands are full-size or single-element (``step`` 1 or 0). One thread: LLVM
-    vectorises the rounds to about 4 ns per element, as fast as the memory it writes, so
-    threads would add only their start-up (and lose badly on a busy machine)."""
-    if _threefry_kernel:
-        return _threefry_kernel[0]
-    numba = numba_or_none()
-    u32 = np.uint32
+def _block_compiled() -> Any:
+    """The block function on one (key, counter) pair as a Numba function that the kernels
+    below inline (``(a, b)`` after the 20 rounds and the key injections)."""
+    block = _compiled.get("block")
+    if block is None:
+        numba = numba_or_none()
+        u32 = np.uint32
 
-    @numba.njit(cache=True)
-    def kernel(k1, k2, x0, x1, steps, y0, y1):  # pragma: no cover (compiled)
-        s1, s2, s3, s4 = steps[0], steps[1], steps[2], steps[3]
-        for i in range(y0.size):
-            ka = k1[i * s1]
-            kb = k2[i * s2]
+        @numba.njit(inline="always", cache=True)
+        def block(ka, kb, x0, x1):  # pragma: no cover (compiled)
             ks = (ka, kb, u32(ka ^ kb ^ u32(0x1BD11BDA)))
-            a = u32(x0[i * s3] + ka)
-            b = u32(x1[i * s4] + kb)
+            a = u32(x0 + ka)
+            b = u32(x1 + kb)
             for r in range(5):
                 for j in range(4):
                     s = _ROTATIONS[r % 2, j]
@@ -243,49 +235,49 @@ def _threefry_compiled() -> Any:
                     b = u32(u32(u32(b << s) | u32(b >> u32(u32(32) - s))) ^ a)
                 a = u32(a + ks[(r + 1) % 3])
                 b = u32(u32(b + ks[(r + 2) % 3]) + u32(r + 1))
-            y0[i] = a
-            y1[i] = b
-    _threefry_kernel.append(kernel)
+            return a, b
+        _compiled["block"] = block
+    return block
+
+
+def _threefry_compiled() -> Any:
+    """The Numba kernel of the block function (one pass, compiled once, cached on disk).
+    Operands are full-size or single-element (``step`` 1 or 0). One thread: LLVM
+    vectorises the rounds to about 4 ns per element, as fast as the memory it writes, so
+    threads would add only their start-up (and lose badly on a busy machine)."""
+    kernel = _compiled.get("threefry")
+    if kernel is None:
+        block = _block_compiled()
+        numba = numba_or_none()
+
+        @numba.njit(cache=True)
+        def kernel(k1, k2, x0, x1, steps, y0, y1):  # pragma: no cover (compiled)
+            s1, s2, s3, s4 = steps[0], steps[1], steps[2], steps[3]
+            for i in range(y0.size):
+                y0[i], y1[i] = block(k1[i * s1], k2[i * s2], x0[i * s3], x1[i * s4])
+        _compiled["threefry"] = kernel
     return kernel
 
 
-_split_kernels: dict = {}
-
-
-def _split_compiled(parallel: bool) -> Any:
+def _split_compiled() -> Any:
     """The Numba kernel of ``split(key_i, num)`` for many keys: the block function of key
-    ``(k1[i], k2[i])`` on the counters ``(0, c)``, ``c`` in ``counters``, into row ``y0[r, i]``,
-    ``y1[r, i]``
-    (contiguous in ``i``, so LLVM vectorises the rounds across keys, about 3 ns per block;
-    no broadcast operands). ``threefry_split`` runs it on one core: with ``parallel`` (keys
-    over the cores) it was 5x slower on the shared 2-core machine, as ``_threefry_compiled``
-    found."""
-    kernel = _split_kernels.get(parallel)
-    if kernel is not None:
-        return kernel
-    numba = numba_or_none()
-    u32 = np.uint32
+    ``(k1[i], k2[i])`` on the counters ``(0, c)``, ``c`` in ``counters``, into row
+    ``y0[r, i]``, ``y1[r, i]`` (contiguous in ``i``, so LLVM vectorises the rounds across
+    keys, about 3 ns per block). One core: spreading the keys over the cores was 5x slower
+    on the shared 2-core machine, as for ``_threefry_compiled``."""
+    kernel = _compiled.get("split")
+    if kernel is None:
+        block = _block_compiled()
+        numba = numba_or_none()
+        u32 = np.uint32
 
-    def kernel(k1, k2, counters, y0, y1):  # pragma: no cover (compiled)
-        for row in range(counters.size):
-            c = counters[row]
-            for i in numba.prange(k1.size):
-                ka = k1[i]
-                kb = k2[i]
-                ks = (ka, kb, u32(ka ^ kb ^ u32(0x1BD11BDA)))
-                a = ka
-                b = u32(u32(c) + kb)
-                for r in range(5):
-                    for j in range(4):
-                        s = _ROTATIONS[r % 2, j]
-                        a = u32(a + b)
-                        b = u32(u32(u32(b << s) | u32(b >> u32(u32(32) - s))) ^ a)
-                    a = u32(a + ks[(r + 1) % 3])
-                    b = u32(u32(b + ks[(r + 2) % 3]) + u32(r + 1))
-                y0[row, i] = a
-                y1[row, i] = b
-    kernel = _split_kernels[parallel] = njit_variant(
-        kernel, "parallel" if parallel else "serial", parallel=parallel)
+        @numba.njit(cache=True)
+        def kernel(k1, k2, counters, y0, y1):  # pragma: no cover (compiled)
+            for row in range(counters.size):
+                c = u32(counters[row])
+                for i in range(k1.size):
+                    y0[row, i], y1[row, i] = block(k1[i], k2[i], u32(0), c)
+        _compiled["split"] = kernel
     return kernel
 
 
@@ -299,7 +291,7 @@ def threefry_split(xp: Any, k1: Any, k2: Any, num: int,
     which = tuple(range(num)) if which is None else tuple(which)
     if xp is np and m * len(which) >= NUMBA_MIN_SIZE and numba_or_none() is not None:
         y0, y1 = np.empty((len(which), m), np.uint32), np.empty((len(which), m), np.uint32)
-        _split_compiled(False)(
+        _split_compiled()(
             np.ascontiguousarray(k1), np.ascontiguousarray(k2), np.array(which, np.int64),
             y0, y1)
         return y0, y1

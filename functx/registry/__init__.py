@@ -342,8 +342,12 @@ class Primitive:
     def def_simplify(self, rule: Callable) -> Callable:
         """Register algebraic identities of this primitive for the trace optimisation
         passes: ``rule(args, out, **params) -> None | Operand | Rewrite`` (see
-        :mod:`functx.registry.rewrite`)."""
-        self.simplify = rule
+        :mod:`functx.registry.rewrite`). Rules accumulate: a later one (an identity across
+        families, ``functx/primitives/_rewrites.py``) is tried first, then the earlier."""
+        earlier = self.simplify
+        self.simplify = rule if earlier is None else (
+            lambda args, out, **params: rule(args, out, **params)
+            or earlier(args, out, **params))
         return rule
 
     def saved_input_indices(self, n_inputs: int) -> tuple[int, ...] | range:
