@@ -25,6 +25,9 @@ checks = {
     "reduce_scatter": (D.reduce_scatter(x), (base * tot)[r:r + 1]),
     "broadcast": (D.broadcast(x, root=n - 1), base * n),
 }
+if g.backend == "nccl":  # "cuda" means this process's GPU: LOCAL_RANK, not GPU 0
+    placed = fx.device_put(np.ones(3, np.float32), "cuda")
+    assert fx.device_of(placed).id == g.local_rank == x.device.id, (fx.device_of(placed), g)
 for name, (got, want) in checks.items():
     np.testing.assert_allclose(fx.to_numpy(got), want, rtol=1e-6, err_msg=name)
 D.barrier()

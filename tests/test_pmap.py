@@ -102,6 +102,18 @@ def test_cpu_devices_environment_variable():
     assert out.strip() == "[cpu:0, cpu:1, cpu:2]"
 
 
+def test_local_device_is_what_a_platform_name_means():
+    # one process per device (functx.distributed.initialize): "cpu"/"cuda" without an
+    # index means the process's own device; explicit indices keep their meaning
+    code = ("import functx as fx, numpy as np; from functx import backends as b; "
+            "b.set_local_device(fx.Device('cpu', 2)); "
+            "print(b.as_device('cpu'), b.as_device('cpu:0'), b.as_device(b.CPU))")
+    env = dict(os.environ, FUNCTX_CPU_DEVICES="3")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out.split() == ["cpu:2", "cpu:0", "cpu:2"]
+
+
 @pytest.mark.parametrize("mode", ["dp", "fsdp", "fsdp --remat"])
 def test_data_parallel_example_same_losses_on_1_2_4_devices(mode):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

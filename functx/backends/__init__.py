@@ -272,10 +272,29 @@ class Device:
 
 _ALIASES = {"gpu": "cuda"}
 
+# platform -> the index a device named without one (``"cuda"``) means in this process: 0,
+# unless the process has been given a device of its own (``functx.distributed.initialize``
+# gives each process GPU ``LOCAL_RANK``, as ``torch.cuda.set_device`` does).
+_LOCAL_INDEX: dict[str, int] = {}
+
+
+def set_local_device(device: "Device") -> None:
+    """Make ``device`` what its platform's name alone (``"cuda"``, a :class:`Backend`)
+    means in this process from now on (``functx.distributed.initialize`` calls it with the
+    process's GPU). Explicit indices (``"cuda:1"``) are unaffected.
+
+    Example:
+        >>> set_local_device(Device("cuda", 1))   # one process per GPU, this one on GPU 1
+        >>> as_device("cuda")
+        cuda:1
+    """
+    _LOCAL_INDEX[device.platform] = device.id
+
 
 def as_device(device: Any) -> Device:
     """A :class:`Device` from a Device, a backend, or a string (``"cpu"``, ``"cuda"``,
-    ``"cuda:1"``, ``"gpu"``).
+    ``"cuda:1"``, ``"gpu"``). A platform named without an index means device 0, or the
+    process's own device where :func:`set_local_device` gave it one.
 
     Raises:
         DeviceError: no such device is available here.
@@ -284,12 +303,12 @@ def as_device(device: Any) -> Device:
     if isinstance(device, Device):
         dev = device
     elif isinstance(device, Backend):
-        dev = Device(device.name, 0)
+        dev = Device(device.name, _LOCAL_INDEX.get(device.name, 0))
     elif isinstance(device, str):
         name, _, index = device.strip().lower().partition(":")
         name = _ALIASES.get(name, name)
         try:
-            dev = Device(name, int(index) if index else 0)
+            dev = Device(name, int(index) if index else _LOCAL_INDEX.get(name, 0))
         except ValueError:
             raise DeviceError(f"Cannot read the device {device!r}: write a backend name with "
                               "an optional index, such as 'cpu', 'cuda' or 'cuda:1'.") from None

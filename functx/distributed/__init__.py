@@ -8,8 +8,9 @@ the collectives (:func:`all_reduce`, :func:`all_gather`, :func:`reduce_scatter`,
 
 Two backends:
 
-* ``"nccl"`` (the default where CuPy sees a GPU): each process uses GPU ``LOCAL_RANK`` and
-  the collectives run on ``cupyx.distributed``'s NCCL process group
+* ``"nccl"`` (the default where CuPy sees a GPU): each process uses GPU ``LOCAL_RANK``
+  (after :func:`initialize`, the device ``"cuda"`` means that GPU in this process, as
+  ``torch.cuda.set_device`` makes it; ``"cuda:K"`` still names GPU K) and the collectives run on ``cupyx.distributed``'s NCCL process group
   (``init_process_group``; its TCP store listens on ``MASTER_PORT + 1`` on rank 0's host).
 * ``"tcp"``: NumPy arrays over the group's own TCP connections, through rank 0 (a hub):
   for CPUs, tests and debugging; not fast.
@@ -330,6 +331,9 @@ def initialize(backend: str | None = None, *, rank: int | None = None,
         import cupyx.distributed
 
         cupy.cuda.Device(lr).use()
+        # "cuda" (device_put(x, "cuda"), default_device("cuda")) now means this process's
+        # GPU, not cuda:0 (without it, every rank's arrays landed on GPU 0)
+        backends.set_local_device(backends.Device("cuda", lr))
         group._nccl = cupyx.distributed.init_process_group(n, r, host=addr, port=port + 1)
     _GROUP = group
     return group
