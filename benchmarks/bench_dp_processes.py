@@ -15,6 +15,10 @@ losses):
     for n in 1 2 4; do
         python -m functx.distributed.launch --nproc-per-node $n benchmarks/bench_dp_processes.py
     done
+
+With ``--busbw`` each rank instead all-reduces 256 MiB of float32 (functx's
+``distributed.all_reduce`` against NCCL's ``allReduce`` on the same communicator) and rank 0
+prints ``| ranks | call | ms | bus bandwidth GB/s |`` rows.
 """
 from __future__ import annotations
 
@@ -32,12 +36,57 @@ from bench_multi_gpu import load_example  # noqa: E402  (the model of the scalin
 
 STEPS, WARMUP, PER_GPU, LAYERS, LR = 30, 5, 8, 4, 1e-4
 SMOKE = "--smoke" in sys.argv  # tiny sizes (a CPU check of the script)
+BUSBW = "--busbw" in sys.argv  # instead: all-reduce bus bandwidth of 256 MiB per rank
+
+
+def busbw(g, repeats: int = 20) -> None:
+    """``functx.distributed.all_reduce`` of 256 MiB of float32 per rank against the same
+    NCCL communicator's ``allReduce`` called directly (in place of functx's out-of-place
+    call: the same bytes); bus bandwidth = bytes * 2 (N - 1) / N / time, as nccl-tests."""
+    import cupy
+    from cupy.cuda import nccl
+
+    n, count = g.world_size, (256 << 20) // 4
+    x = cupy.ones(count, cupy.float32)
+    out = cupy.empty_like(x)
+    comm = g._nccl._comm  # cupyx.distributed's NcclCommunicator of this process
+    stream = cupy.cuda.get_current_stream()
+
+    def raw():
+        comm.allReduce(x.data.ptr, out.data.ptr, count, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
+                       stream.ptr)
+
+    def functx_all_reduce():
+        return fx.distributed.all_reduce(x)
+
+    rows = []
+    for name, f in (("NCCL allReduce", raw), ("functx.distributed.all_reduce",
+                                              functx_all_reduce)):
+        times = []
+        for t in range(repeats + 3):
+            stream.synchronize()
+            g.barrier()
+            t0 = time.perf_counter()
+            f()
+            stream.synchronize()
+            if t >= 3:
+                times.append(time.perf_counter() - t0)
+        med = float(np.median(times))
+        rows.append((name, med))
+    if g.rank == 0:
+        for name, med in rows:
+            bw = count * 4 * 2 * (n - 1) / n / med / 1e9
+            print(f"| {n} | {name} | {med * 1e3:.3f} | {bw:.1f} |", flush=True)
 
 
 def main() -> None:
     D = fx.distributed
     g = D.initialize(timeout=120, check_shapes=False)
     rank, n = g.rank, g.world_size
+    if BUSBW:
+        busbw(g)
+        D.shutdown()
+        return
     ex = load_example()
     if SMOKE:
         ex.D_MODEL, ex.HEADS, ex.D_FF, ex.SEQ = 32, 4, 64, 8

@@ -256,6 +256,30 @@ def test_a_jitted_step_with_gemms_replays_as_a_graph_without_aliasing() -> None:
 
 
 @needs_gpu
+def test_a_step_flattening_many_gradients_into_one_bucket_is_captured() -> None:
+    # CuPy's concatenate of many operands copies their addresses from the host, which a
+    # capturing stream refuses: the data-parallel step (ravel_pytree of the gradient) ran
+    # eagerly because of it
+    from functx.flatten_util import ravel_pytree
+
+    rng = np.random.default_rng(5)
+    params = [rng.standard_normal((4, k + 1)).astype(np.float32) for k in range(30)]
+
+    def loss(p, x):
+        return sum(fnp.sum(fnp.tanh(w * x) ** 2) for w in p)
+
+    step = fx.jit(lambda p, x: ravel_pytree(fx.grad(loss)(p, x))[0])
+    before = dict(cuda_graph.STATS)
+    xs = [np.full((4, 1), 0.5 + 0.1 * k, np.float32) for k in range(4)]
+    got = [step(to_dev(params), to_dev(x)) for x in xs]
+    assert cuda_graph.STATS["captured"] == before["captured"] + 1
+    assert cuda_graph.STATS["failed"] == before["failed"]
+    for g, x in zip(got, xs):
+        assert_matches(g, ravel_pytree(fx.grad(loss)(params, x))[0], "graph replay", 1e-5,
+                       1e-5)
+
+
+@needs_gpu
 def test_a_step_that_reads_the_host_runs_eagerly() -> None:
     def f(x):
         y = fx.pure_callback(lambda a: np.asarray(a) * 2, fx.ShapeDtype(x.shape, x.dtype), x)

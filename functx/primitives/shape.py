@@ -29,6 +29,7 @@ from functx.primitives import elementwise as _ew
 from functx.primitives import indexing as _ix
 from functx.primitives import reduction as _red
 from functx.primitives._util import fmt, ndim_of, normalize_axes, same_dtypes, shape_of
+from functx.primitives.cuda import shape as _cuda
 from functx.registry import Primitive
 from functx.registry.rewrite import Rewrite
 from functx.tracing import Tracer, bind
@@ -607,6 +608,7 @@ def _concatenate_aval(*xs: AbstractArray, dimension: int) -> AbstractArray:
 
 
 concatenate_p.def_impl(lambda xp, *xs, dimension: xp.concatenate(xs, axis=dimension))
+concatenate_p.def_impl(_cuda.concatenate, backend="cuda")  # capturable in CUDA graphs
 
 
 @concatenate_p.def_simplify
