@@ -31,6 +31,7 @@ import contextlib
 import threading
 from typing import Any, Hashable, Iterator
 
+from functx import ir
 from functx.errors import FunctxError
 
 
@@ -188,6 +189,30 @@ def is_collective(prim: Any) -> bool:
     return prim in _COLLECTIVES
 
 
+def _sub_traces(value: Any) -> list:
+    """The traces in an equation parameter (a body, a tuple of branches)."""
+    if isinstance(value, ir.Trace):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _sub_traces(v)]
+    return []
+
+
+def calls_collectives(trace: Any) -> bool:
+    """Whether ``trace`` or a body inside it (a loop's, ``checkpoint``'s) runs a collective."""
+    return any(uses_named_axes(e.prim, e.params) for e in trace.eqns)
+
+
+def uses_named_axes(prim: Any, params: dict) -> bool:
+    """Whether an equation depends on the named axes in scope: a collective, or a
+    higher-order primitive whose body runs one. Such an equation goes to its batching rule
+    even where no input is batched (``psum`` of a value the same on every member is not
+    the value itself)."""
+    if prim in _COLLECTIVES:
+        return True
+    return any(calls_collectives(t) for v in params.values() for t in _sub_traces(v))
+
+
 # Cross-device implementations, for maps whose members are devices (pmap): prim -> backend
 # name -> fn(values, device_ids, **params) -> one output per device. ``values`` holds each
 # device's operands (a list per operand), in the order of the mapped axis.
@@ -214,4 +239,4 @@ def spmd_impl(prim: Any, backend: str) -> Any:
 
 __all__ = ["AxisFrame", "AxisNameError", "axis_frame", "reentered", "innermost",
            "bound_names", "find", "find_innermost", "unbound_error", "axis_size", "normalize_names",
-           "register_collective", "is_collective", "register_spmd_impl", "spmd_impl"]
+           "register_collective", "is_collective", "calls_collectives", "uses_named_axes", "register_spmd_impl", "spmd_impl"]

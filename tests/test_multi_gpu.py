@@ -81,3 +81,24 @@ def test_data_parallel_step_equals_single_device():
     np.testing.assert_allclose(np.asarray(loss), np.full(n, want_loss), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(g), np.broadcast_to(want_g, (n, 16, 8)), rtol=1e-4,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_members_keep_their_literals_and_kernels_on_their_own_gpu(nested):
+    # Lockstep (top-level collectives) and threads (a collective inside checkpoint) both
+    # plan each member with its own device current: a literal (0.5, 1.0) made on GPU 0
+    # for every member broke the others' kernels and cuBLAS handles.
+    n = len(GPUS)
+    x = RNG.normal(size=(n, 3, 64, 64)).astype(np.float32)
+
+    def body(v):
+        h = fnp.tanh(v * 0.5 + 1.0) @ v
+        s = fx.lax.psum(h, "d")
+        if nested:
+            return fx.checkpoint(lambda a: fx.lax.psum(a * 2.0, "d"))(s)
+        return s * 2.0
+
+    got = fx.pmap(body, axis_name="d", devices=GPUS)(x)
+    assert [fx.device_of(s).id for s in got.shards] == [d.id for d in GPUS]
+    want = fx.vmap(body, axis_name="d")(x)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-4, atol=2e-3)

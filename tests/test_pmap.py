@@ -141,18 +141,43 @@ def test_checkpoint_and_custom_vjp_bodies_with_collectives_inside_pmap():
     np.testing.assert_allclose(np.asarray(jitted), np.broadcast_to(x.mean(0), x.shape))
 
 
-def test_a_failing_member_stops_the_others():
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_failing_member_stops_the_others(nested):
+    # top-level collectives only: the members run in lockstep in the calling thread; a
+    # collective inside checkpoint: one thread per member, meeting at barriers
     def f(v):
         s = fx.lax.psum(v, "d")
-        return fx.pure_callback(_fail_on_member_1, s, s) + fx.lax.psum(s, "d")
+        t = fx.pure_callback(_fail_on_member_1, v, v)
+        if nested:
+            return fx.checkpoint(lambda a: fx.lax.psum(a, "d"))(t + s)
+        return t + fx.lax.psum(s, "d")
 
     with pytest.raises(Exception, match="member 1 fails on purpose"):
         fx.pmap(f, axis_name="d")(np.arange(3.0))
+    ok = fx.pmap(f, axis_name="d")(np.arange(3.0) + 2)
+    want = (np.arange(3.0) + 2) + 9 * (1 if nested else 3)
+    np.testing.assert_allclose(np.asarray(ok), want if not nested else
+                               np.full(3, np.sum(np.arange(3.0) + 2 + 9)))
 
 
-def _fail_on_member_1(s):
-    import threading
-
-    if threading.current_thread().name == "pmap member 1":
+def _fail_on_member_1(v):
+    if float(np.asarray(v)) == 1.0:
         raise RuntimeError("member 1 fails on purpose")
-    return s
+    return v
+
+
+def test_a_body_calling_a_collective_on_a_value_the_same_everywhere():
+    # psum(v) is the same on every member (unbatched under vmap); a checkpoint body that
+    # sums it again still depends on the axis: vmap batches it (it used to run it outside
+    # the map: "unbound axis name"), and pmap agrees
+    def inner(a):
+        return fx.lax.psum(a * 2.0, "d")
+
+    def f(v):
+        s = fx.lax.psum(v, "d")
+        return fx.checkpoint(inner)(s)
+
+    x = np.arange(6.0).reshape(3, 2)
+    want = np.broadcast_to(x.sum(0) * 6, x.shape)
+    np.testing.assert_allclose(np.asarray(fx.vmap(f, axis_name="d")(x)), want)
+    np.testing.assert_allclose(np.asarray(fx.pmap(f, axis_name="d")(x)), want)

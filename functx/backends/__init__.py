@@ -103,13 +103,10 @@ class Backend:
 
 def _cpu_memory_stats() -> dict:
     import resource
-
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"peak_bytes": int(peak_kib) * 1024}
+    return {"peak_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
 
 
-def _cpu_put(x: Any, device_id: int) -> np.ndarray:
-    return _read_only_copy(np.asarray(x))
+_cpu_put = lambda x, device_id: _read_only_copy(np.asarray(x))  # noqa: E731
 
 
 def _read_only_copy(x: np.ndarray) -> np.ndarray:
@@ -272,29 +269,19 @@ class Device:
 
 _ALIASES = {"gpu": "cuda"}
 
-# platform -> the index a device named without one (``"cuda"``) means in this process: 0,
-# unless the process has been given a device of its own (``functx.distributed.initialize``
-# gives each process GPU ``LOCAL_RANK``, as ``torch.cuda.set_device`` does).
-_LOCAL_INDEX: dict[str, int] = {}
+_LOCAL_INDEX: dict[str, int] = {}  # platform -> what its name alone means (default 0)
 
 
 def set_local_device(device: "Device") -> None:
     """Make ``device`` what its platform's name alone (``"cuda"``, a :class:`Backend`)
-    means in this process from now on (``functx.distributed.initialize`` calls it with the
-    process's GPU). Explicit indices (``"cuda:1"``) are unaffected.
-
-    Example:
-        >>> set_local_device(Device("cuda", 1))   # one process per GPU, this one on GPU 1
-        >>> as_device("cuda")
-        cuda:1
-    """
+    means in this process (``functx.distributed.initialize`` gives each process its GPU,
+    as ``torch.cuda.set_device`` does). Explicit indices (``"cuda:1"``) are unaffected."""
     _LOCAL_INDEX[device.platform] = device.id
 
 
 def as_device(device: Any) -> Device:
     """A :class:`Device` from a Device, a backend, or a string (``"cpu"``, ``"cuda"``,
-    ``"cuda:1"``, ``"gpu"``). A platform named without an index means device 0, or the
-    process's own device where :func:`set_local_device` gave it one.
+    ``"cuda:1"``, ``"gpu"``; no index: device 0, or :func:`set_local_device`'s).
 
     Raises:
         DeviceError: no such device is available here.

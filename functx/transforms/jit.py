@@ -60,7 +60,7 @@ from functx.transforms._args import argnums_by_name, check_callable, index_tuple
 from functx.transforms.interpret import (eval_trace, prune_with_last_uses, snapshot_constants,
                                         walk)
 
-__all__ = ["jit", "CACHE_SIZE", "Executor", "executor"]
+__all__ = ["jit", "CACHE_SIZE", "Executor", "executor", "run_steps"]
 
 # The most signatures (traces) one jitted function keeps; the least recently used one is
 # evicted beyond it. Read at every new signature, so changing it affects existing jitted
@@ -108,13 +108,7 @@ class _Compiled:
         This replay loop is jit's own, not the interpreters' ``walk``: it is the hot path of
         a jitted call, so values live in a list of slots and each step holds its slot
         numbers. The steps are planned by ``walk`` (see :func:`_plan`)."""
-        plan = self.plans.get(backend.name)
-        if plan is None:
-            trace, dying = self.trace, self.dying
-            if self.compiler == "numba" and backend.name in self.targets:
-                trace, dying = self.fused_trace(backend.name)
-            plan = self.plans[backend.name] = plan_buffers(  # memory: functx.compiler.memory
-                _plan(trace, dying, backend), trace.in_avals, backend, self.donated, self.name)
+        plan = self.plan_for(backend)
         if plan is False:
             return eval_trace(self.trace, *inputs, dying=self.dying)
         if self.graphs and backend.name == "cuda":
@@ -126,6 +120,18 @@ class _Compiled:
                 return graph(inputs)
         return self.replay(plan, inputs, backend)
 
+    def plan_for(self, backend: Any) -> tuple | bool:
+        """The executor's plan on ``backend`` (see :func:`_plan`; made once, with its
+        buffers planned), or False where a constant lives on another backend."""
+        plan = self.plans.get(backend.name)
+        if plan is None:
+            trace, dying = self.trace, self.dying
+            if self.compiler == "numba" and backend.name in self.targets:
+                trace, dying = self.fused_trace(backend.name)
+            plan = self.plans[backend.name] = plan_buffers(  # memory: functx.compiler.memory
+                _plan(trace, dying, backend), trace.in_avals, backend, self.donated, self.name)
+        return plan
+
     def replay(self, plan: tuple, inputs: list, backend: Any) -> list:
         """Run ``plan`` (see :func:`_plan`) on ``inputs``, one step per equation."""
         env, steps, out_slots = plan
@@ -134,23 +140,7 @@ class _Compiled:
         env = list(env)
         env[:len(inputs)] = inputs
         on_cpu = backend is _CPU
-        check = tracing.CHECK_EAGER
-        for impl, ins, params, outs, free, eqn in steps:
-            args = [env[i] for i in ins]
-            try:
-                out = impl(*args, **params)
-            except Exception:  # let bind raise its explained error (names the user's line)
-                bind(eqn.prim, *args, **params)
-                raise
-            if type(outs) is int:
-                env[outs] = np.asarray(out) if on_cpu and type(out) is not np.ndarray else out
-            else:
-                for k, o in zip(outs, out):
-                    env[k] = np.asarray(o) if on_cpu and type(o) is not np.ndarray else o
-            if check:
-                _check_step(eqn, [env[outs]] if type(outs) is int else [env[k] for k in outs])
-            for k in free:
-                env[k] = None
+        run_steps(steps, env, 0, len(steps), on_cpu)
         outs = [env[k] for k in out_slots]
         return finalize_outputs(outs, inputs, self.donated) if on_cpu else outs
 
@@ -190,6 +180,27 @@ class _Compiled:
         return prune_with_last_uses(lowered.fused)
 
 
+def run_steps(steps: Sequence[tuple], env: list, start: int, stop: int, on_cpu: bool) -> None:
+    """Run ``steps[start:stop]`` of a plan (see :func:`_plan`) on the slots ``env``."""
+    check = tracing.CHECK_EAGER
+    for impl, ins, params, outs, free, eqn in steps[start:stop]:
+        args = [env[i] for i in ins]
+        try:
+            out = impl(*args, **params)
+        except Exception:  # let bind raise its explained error (names the user's line)
+            bind(eqn.prim, *args, **params)
+            raise
+        if type(outs) is int:
+            env[outs] = np.asarray(out) if on_cpu and type(out) is not np.ndarray else out
+        else:
+            for k, o in zip(outs, out):
+                env[k] = np.asarray(o) if on_cpu and type(o) is not np.ndarray else o
+        if check:
+            _check_step(eqn, [env[outs]] if type(outs) is int else [env[k] for k in outs])
+        for k in free:
+            env[k] = None
+
+
 class Executor:
     """A trace with no constants of enclosing transforms, run by jit's lean replay loop.
 
@@ -210,6 +221,12 @@ class Executor:
         """The outputs of the trace on concrete ``inputs`` (one per input variable) that
         all live on ``backend``."""
         return self._compiled.run(inputs, backend)
+
+    def plan(self, backend: Any) -> tuple | bool:
+        """``(env template, steps, output slots)`` on ``backend``, for callers that run the
+        steps themselves (``pmap`` runs its members' plans in lockstep with
+        :func:`run_steps`); False where a constant lives on another backend."""
+        return self._compiled.plan_for(backend)
 
 
 def executor(trace: Trace) -> Executor:

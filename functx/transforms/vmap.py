@@ -28,7 +28,7 @@ from functx.backends import inputs_device_scope, owned_read_only
 from functx.errors import FunctxError, VmapError
 from functx.ir import AbstractArray, Literal, Trace, Var, abstractify
 from functx.primitives import shape as _shape
-from functx.primitives._batching import batch_size, to_axis
+from functx.primitives._batching import batch_size, to_axis, to_front
 from functx.registry import Primitive
 from functx.tracing import attach_source, bind, flatten_args, trace_function, user_source
 from functx.transforms._args import check_callable
@@ -244,13 +244,19 @@ def batch_trace(trace: Trace, args: Sequence[Any], dims: Sequence[int | None],
     def rule(eqn: Any, ins: list) -> Any:
         xs, ds = zip(*ins) if ins else ((), ())
         prim = eqn.prim
-        # No batched input: run as it is (a collective still goes to its rule: it depends
-        # on the mapped axis even then).
-        if ds.count(None) == len(ds) and not named_axes.is_collective(prim):
-            out = bind(prim, *xs, **eqn.params)
-            if prim.multiple_results:
-                return [(o, None) for o in out]
-            return out, None
+        # No batched input: run as it is (a collective, or a body calling one, still goes
+        # to its rule: it depends on the mapped axis even then).
+        if ds.count(None) == len(ds):
+            if not named_axes.uses_named_axes(prim, eqn.params):
+                out = bind(prim, *xs, **eqn.params)
+                if prim.multiple_results:
+                    return [(o, None) for o in out]
+                return out, None
+            if xs and not named_axes.is_collective(prim):
+                # a body calling a collective: its rule batches the body over this axis,
+                # which needs one batched operand to know the size
+                xs = (to_front(xs[0], None, size),) + tuple(xs[1:])
+                ds = (0,) + tuple(ds[1:])
         batch = prim.batch or _loop_rule(prim)
         try:
             out, od = batch(xs, ds, **eqn.params)
