@@ -45,6 +45,26 @@ def kernels_for(f: Any, *xs: Any) -> list:
 
 # -- source level (CPU) ----------------------------------------------------------------------
 
+def test_a_sum_with_a_product_made_only_for_it_is_one_accumulating_gemm() -> None:
+    from functx.compiler.lowering import accumulate_p
+
+    a, b, c = (np.ones((8, 8), np.float32) for _ in range(3))
+    fused, _ = fuse(fx.make_trace(lambda a, b, c: c + a @ b)(a, b, c), "cuda")
+    assert [e.prim.name for e in fused.eqns] == ["accumulate"]
+    e = fused.eqns[0]
+    assert e.prim is accumulate_p and e.params["prim"].name == "dot_general"
+    assert e.params["acc"] == 2 and e.inputs[2] is fused.in_vars[2]
+    # a product read twice, or summed with a broadcast operand, stays apart
+    twice = fuse(fx.make_trace(lambda a, b, c: (lambda p: (c + p) * p)(a @ b))(a, b, c),
+                 "cuda")[0]
+    assert "accumulate" not in [e.prim.name for e in twice.eqns]
+    bias = fuse(fx.make_trace(lambda a, b, c: c[0] + a @ b)(a, b, c), "cuda")[0]
+    assert "accumulate" not in [e.prim.name for e in bias.eqns]
+    # the CPU lowering never folds (NumPy's matmul cannot add into its output)
+    cpu = fuse(fx.make_trace(lambda a, b, c: c + a @ b)(a, b, c), "cpu")[0]
+    assert "accumulate" not in [e.prim.name for e in cpu.eqns]
+
+
 def test_elementwise_chain_is_one_flat_kernel_in_single_precision() -> None:
     x = np.ones((64, 32), np.float32)
     f = lambda a, b: fnp.tanh(fnp.sin(a) * b + 1.0)  # noqa: E731
@@ -339,6 +359,40 @@ def test_grad_of_a_scan_is_captured_whole_and_matches_the_cpu() -> None:
         assert_matches(g(to_dev(W)), want, "jit(grad(scan)) on CUDA", 1e-11, 1e-12)
     assert cuda_graph.STATS["declined"] == before["declined"]
     assert cuda_graph.STATS["captured"] == before["captured"] + 1
+
+
+@needs_gpu
+@pytest.mark.parametrize("jitted", [False, True])
+def test_scan_carries_updated_in_place_never_touch_the_callers_arrays(jitted) -> None:
+    # On CUDA a scan donates its carries to its body (accumulations become GEMMs with
+    # beta = 1 into them): carries that are the caller's arrays, a constant passed through,
+    # a slice of xs, or one array twice must still come out right and leave inputs alone.
+    from functx import lax
+
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((16, 16)).astype(np.float32) * 0.2
+    k = rng.standard_normal((4, 16)).astype(np.float32)
+    xs = rng.standard_normal((6, 4, 16)).astype(np.float32)
+    c0 = rng.standard_normal((16, 16)).astype(np.float32)
+
+    def run(w, k, xs, c0):
+        def step(carry, x):
+            acc, h, kk, last, twin = carry
+            h = fnp.tanh(x + h @ w)
+            acc = acc + h.T @ x          # accumulated: one GEMM into the donated carry
+            return (acc, h, k, x, acc), fnp.sum(h)
+        return lax.scan(step, (c0, fnp.zeros_like(k), k, xs[0], c0), xs)
+
+    want = run(w, k, xs, c0)
+    args = to_dev((w, k, xs, c0))
+    snapshot = [fx.to_numpy(a).copy() for a in args]
+    f = fx.jit(run) if jitted else run
+    for _ in range(3 if jitted else 1):
+        got = f(*args)
+        for g, e in zip(fx.tree.leaves(got), fx.tree.leaves(want)):
+            assert_matches(g, e, "scan with donated carries", 1e-5, 1e-5)
+    for a, s0 in zip(args, snapshot):  # the caller's arrays are unchanged
+        np.testing.assert_array_equal(fx.to_numpy(a), s0)
 
 
 @needs_gpu

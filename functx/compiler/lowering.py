@@ -15,11 +15,12 @@ from functx.compiler.cpu import Kernel, fuse_policy
 from functx.compiler.cuda import COMPUTE, CudaKernel, cuda_policy, cuda_worth
 from functx.compiler.partition import Cluster, partition
 from functx.errors import FunctxError
-from functx.ir import AbstractArray, Eqn, Printer, Trace
+from functx.ir import AbstractArray, Eqn, Printer, Trace, Var
 from functx.primitives._numba import numba_enabled, numba_installed
 from functx.registry import Primitive, Registry
 
-__all__ = ["fuse", "fused_p", "Lowered", "numba_available"]
+__all__ = ["fuse", "fused_p", "accumulate_p", "fold_accumulations", "Lowered",
+           "numba_available"]
 
 # The primitive of a fused kernel lives in a registry of its own: it exists only in the
 # traces jit runs (never traced by a user, never differentiated), so it has no other rules.
@@ -31,6 +32,69 @@ fused_p.def_impl(lambda xp, *arrays, kernel: kernel(*arrays))
 # into preallocated outputs (jit's memory planner); in place where the kernel allows it
 fused_p.def_impl_out(lambda xp, *arrays, out, kernel: kernel(*arrays, outs=out),
                      alias=lambda params: params["kernel"].inplace)
+
+
+# A sum whose operand is a product computed only for it, ``add(c, dot_general(a, b))``, as
+# one step that adds the product into ``c``'s memory (a GEMM with beta = 1: no addition
+# kernel, no product buffer). ``c`` is copied first unless the memory planner hands the
+# step ``c``'s own buffer (``c`` dies there: a gradient accumulated across a loop's steps,
+# a residual connection). CUDA only (``Primitive.def_accumulate``).
+accumulate_p = Primitive("accumulate", registry=FUSED_REGISTRY)
+accumulate_p.def_abstract_eval(lambda *avals, prim, params, acc: avals[acc])
+
+
+def _accumulate(xp: Any, *arrays: Any, prim: Primitive, params: dict, acc: int) -> Any:
+    return prim.accumulate_for("cuda")(xp, *arrays[:acc], acc=arrays[acc].copy(), **params)
+
+
+def _accumulate_into(xp: Any, *arrays: Any, out: Any, prim: Primitive, params: dict,
+                     acc: int) -> Any:
+    if out is not arrays[acc]:
+        out[...] = arrays[acc]
+    return prim.accumulate_for("cuda")(xp, *arrays[:acc], acc=out, **params)
+
+
+accumulate_p.def_impl(_accumulate, backend="cuda")
+accumulate_p.def_impl_out(_accumulate_into, backend="cuda",
+                          alias=lambda params: {(params["acc"], 0)})
+
+
+def fold_accumulations(trace: Trace, target: str) -> Trace:
+    """``trace`` with each ``add(c, p)`` whose operand ``p`` is read only there and made by
+    a primitive that can add its result into given memory on ``target`` (see
+    :data:`accumulate_p`) written as one ``accumulate`` equation."""
+    uses: dict[int, int] = {}
+    for e in trace.eqns:
+        for v in e.inputs:
+            uses[id(v)] = uses.get(id(v), 0) + 1
+    for v in trace.outputs:
+        uses[id(v)] = uses.get(id(v), 0) + 2
+    producer = {id(v): e for e in trace.eqns if not e.prim.multiple_results
+                for v in e.outputs}
+    folded: dict[int, Eqn] = {}
+    gone: set[int] = set()
+    for e in trace.eqns:
+        if not e.prim.sums_operands or len(e.inputs) != 2:
+            continue
+        out = e.outputs[0].aval
+        for j in (1, 0):
+            p, c = e.inputs[j], e.inputs[1 - j]
+            q = producer.get(id(p))
+            if (q is None or type(c) is not Var or uses.get(id(p)) != 1 or id(q) in gone
+                    or q.prim.accumulate_for(target) is None
+                    or any(tuple(a.shape) != tuple(out.shape) or a.dtype != out.dtype
+                           for a in (p.aval, c.aval))):
+                continue
+            folded[id(e)] = Eqn(accumulate_p, tuple(q.inputs) + (c,),
+                                {"prim": q.prim, "params": q.params, "acc": len(q.inputs)},
+                                e.outputs, e.source)
+            gone.add(id(q))
+            break
+    if not folded:
+        return trace
+    eqns = tuple(folded.get(id(e), e) for e in trace.eqns if id(e) not in gone)
+    return Trace(trace.in_vars, trace.const_vars, trace.const_values, eqns, trace.outputs)
+
 
 _warned: list = []
 
@@ -54,6 +118,7 @@ def fuse(trace: Trace, target: str = "cpu") -> tuple[Trace, list]:
     """``trace`` with each fusion cluster as one ``fused`` equation, and the kernels:
     Numba loop nests for ``target="cpu"``, CUDA C kernels for ``"cuda"``."""
     if target == "cuda":
+        trace = fold_accumulations(trace, target)
         steps, make = partition(trace, cuda_policy, COMPUTE, cuda_worth), CudaKernel
     else:
         steps, make = partition(trace, fuse_policy), Kernel

@@ -425,9 +425,10 @@ class _NoneSlot:
 _NONE_SLOT = _NoneSlot()
 
 
-def _warn_unused(donated: tuple, used: set, in_avals: Sequence[Any], where: str) -> None:
+def _warn_unused(donated: tuple, used: set, in_avals: Sequence[Any], where: str | None
+                 ) -> None:
     unused = [i for i, d in enumerate(donated) if d and i not in used]
-    if unused:
+    if unused and where is not None:  # (None: a loop body's executor, no user donation)
         listed = ", ".join(f"{in_avals[i]} (input leaf {i})" for i in unused[:8])
         more = f" and {len(unused) - 8} more" if len(unused) > 8 else ""
         warnings.warn(f"{where}: some donated buffers were not usable: {listed}{more}. No "

@@ -137,16 +137,17 @@ def zeros_of(aval: Any) -> Any:
     return fnp.zeros(aval.shape, aval.dtype)
 
 
-def run_closed(trace: Trace, args: Sequence[Any]) -> list:
+def run_closed(trace: Trace, args: Sequence[Any], donated: tuple | None = None) -> list:
     """The outputs of a closed sub-trace on concrete arrays (an implementation's body run):
-    through jit's lean executor, planned once per trace and backend."""
+    through jit's lean executor, planned once per trace and backend (``donated``: one bool
+    per argument whose memory the run may reuse, see functx.compiler.memory)."""
     backend = CPU
     for a in args:
         b = backend_of(a)
         if b is not None:
             backend = b
             break
-    return executor(trace)(list(args), backend)
+    return executor(trace, donated)(list(args), backend)
 
 
 def run_traced(trace: Trace, args: Sequence[Any]) -> list:

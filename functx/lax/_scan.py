@@ -90,9 +90,17 @@ def _scan_impl(xp: Any, *args: Any, body: Trace, n_consts: int, n_carry: int, le
     out_avals = body.out_avals
     carry_avals = out_avals[:n_carry]
     ys = [xp.empty((length,) + tuple(a.shape), a.dtype) for a in out_avals[n_carry:]]
+    donated = None
+    if length > 1 and n_carry and getattr(xp, "__name__", "") == "cupy":
+        # On CUDA each step may update its carries in place (a gradient accumulated over
+        # the steps becomes one GEMM with beta = 1 into it, functx.compiler.lowering): the
+        # loop owns them, so the first carries are copies of the caller's (jit's executor
+        # copies a donated carry that shares memory with a constant or another input)
+        donated = (False,) * n_consts + (True,) * n_carry + (False,) * len(xs)
+        carry = [xp.array(c, copy=True) for c in carry]
     for k in range(length):
         i = length - 1 - k if reverse else k
-        outs = run_closed(body, consts + carry + [x[i] for x in xs])
+        outs = run_closed(body, consts + carry + [x[i] for x in xs], donated)
         carry = outs[:n_carry]
         for buf, y in zip(ys, outs[n_carry:]):
             buf[i] = y

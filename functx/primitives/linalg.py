@@ -118,6 +118,8 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers, precision=None):
 
 # CUDA: cuBLAS strided-batched GEMM on the operands' own layouts (no float16 upcast copy).
 dot_general_p.def_impl(_cuda.dot_general, backend="cuda")
+dot_general_p.def_impl_out(_cuda.dot_general_out, backend="cuda")  # into planned buffers
+dot_general_p.def_accumulate(_cuda.dot_general_accumulate, backend="cuda")  # beta = 1
 
 
 @functools.lru_cache(maxsize=1024)

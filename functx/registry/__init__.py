@@ -79,6 +79,8 @@ algebraic identities to the simplification pass (:mod:`functx.registry.rewrite`)
 ``prim.def_impl_out(fn, alias=...)`` gives an implementation that writes into preallocated
 memory, so ``jit``'s memory planner (``functx.compiler.memory``) can hand the step a dead
 buffer or a donated argument; ufunc primitives get one from ``unary``/``binary``.
+``prim.def_accumulate(fn, backend=...)`` adds a result into given memory (a GEMM with
+``beta = 1``), for a sum whose ``sums_operands`` primitive (``add``) reads it.
 
 ``python -m functx.registry`` prints which rules every primitive has.
 """
@@ -107,7 +109,8 @@ class Primitive:
                  "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
                  "batch", "dce", "cache_abstract_eval", "has_effects", "scalar", "simplify",
-                 "cpu_arrays_impl", "_impl_cache", "__weakref__")
+                 "cpu_arrays_impl", "accumulate_impls", "sums_operands", "_impl_cache",
+                 "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
                  registry: "Registry | None" = None) -> None:
@@ -153,6 +156,11 @@ class Primitive:
         # optional: the CPU implementation for operands that are all NumPy arrays, called
         # without xp (see def_cpu_arrays_impl)
         self.cpu_arrays_impl: Callable | None = None
+        # optional: implementations that add the result into a given array (def_accumulate)
+        self.accumulate_impls: dict[str, Callable] = {}
+        # the output is the sum of the two operands (``add``): an operand that is another
+        # primitive's result may be accumulated by it instead (def_accumulate)
+        self.sums_operands = False
         (REGISTRY if registry is None else registry).register(self)
 
     def __repr__(self) -> str:
@@ -221,6 +229,27 @@ class Primitive:
         self.out_impls[backend] = fn
         self.out_alias = alias
         return fn
+
+    def def_accumulate(self, fn: Callable, *, backend: str) -> Callable:
+        """Register an implementation that adds the result into a given array in place
+        (optional; ``jit``'s CUDA lowering writes ``add(c, dot_general(a, b))`` as one
+        GEMM with ``beta = 1`` into ``c``'s memory, see ``functx.compiler.lowering``).
+
+        Args:
+            fn: ``fn(xp, *arrays, acc, **params)``: ``acc += result`` (``acc`` a
+                C-contiguous array of the output's shape and dtype), returns ``acc``.
+            backend: the backend it is for.
+
+        Example:
+            >>> dot_general_p.def_accumulate(gemm_plus, backend="cuda")
+        """
+        self.accumulate_impls[backend] = fn
+        return fn
+
+    def accumulate_for(self, backend_name: str) -> Callable | None:
+        """The accumulating implementation (see :meth:`def_accumulate`) on a backend, or
+        None."""
+        return self.accumulate_impls.get(backend_name)
 
     def impl_out_for(self, backend: Any) -> Callable | None:
         """The out-implementation (see :meth:`def_impl_out`) on a backend, with its ``xp``

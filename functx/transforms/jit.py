@@ -211,11 +211,15 @@ class Executor:
 
     __slots__ = ("_compiled",)
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, donated: tuple | None = None) -> None:
         # On CUDA a body's clusters run as generated kernels (a loop of small steps is
         # launch-bound); on the CPU bodies replay as traced (a Numba compile per body would
         # cost eager loops seconds).
         self._compiled = _Compiled(trace, None, _compiler.jit_compiler(), targets=("cuda",))
+        # inputs whose memory the caller gives to each run (a loop's carries: its steps
+        # may update them in place), see functx.compiler.memory
+        self._compiled.donated = donated
+        self._compiled.name = None  # (no warning where a donated input goes unused)
 
     def __call__(self, inputs: list, backend: Any) -> list:
         """The outputs of the trace on concrete ``inputs`` (one per input variable) that
@@ -229,9 +233,10 @@ class Executor:
         return self._compiled.plan_for(backend)
 
 
-def executor(trace: Trace) -> Executor:
-    """The lean executor of ``trace`` (see :class:`Executor`), made once per trace object:
-    a loop body's plan is built once, not at every iteration. The most recently used
+def executor(trace: Trace, donated: tuple | None = None) -> Executor:
+    """The lean executor of ``trace`` (see :class:`Executor`), made once per trace object
+    (and donation: one bool per input, see :mod:`functx.compiler.memory`): a loop body's
+    plan is built once, not at every iteration. The most recently used
     :data:`EXECUTORS_KEPT` are cached (an executor holds its trace, so the cache is
     bounded rather than weak).
 
@@ -239,12 +244,12 @@ def executor(trace: Trace) -> Executor:
         >>> run = executor(body_trace)
         >>> outs = run([c, x], CPU)
     """
-    key = id(trace)
+    key = (id(trace), donated)
     hit = _EXECUTORS.get(key)
     if hit is not None and hit[0] is trace:
         _EXECUTORS.move_to_end(key)
         return hit[1]
-    ex = Executor(trace)
+    ex = Executor(trace, donated)
     _EXECUTORS[key] = (trace, ex)  # (the trace is held, so its id is not reused)
     while len(_EXECUTORS) > EXECUTORS_KEPT:
         _EXECUTORS.popitem(last=False)
@@ -252,7 +257,7 @@ def executor(trace: Trace) -> Executor:
 
 
 EXECUTORS_KEPT = 256
-_EXECUTORS: "OrderedDict[int, tuple[Trace, Executor]]" = OrderedDict()
+_EXECUTORS: "OrderedDict[tuple, tuple[Trace, Executor]]" = OrderedDict()
 
 
 def _check_step(eqn: Any, results: list) -> None:

@@ -11,6 +11,8 @@ cuBLAS GEMMs that other CUDA implementations (attention, convolution) are built 
   TF32 tensor cores: ``CUBLAS_COMPUTE_32F_FAST_TF32`` in the batched GEMM, and CuPy's
   compute type for float32 (``cupy._core._routines_linalg.set_compute_type``, the switch
   behind ``CUPY_TF32=1``) set to TF32 around the 2-D ``matmul`` and restored after it.
+* ``dot_general_accumulate``: ``acc += x @ y`` as one GEMM with ``beta = 1`` (jit's CUDA
+  lowering folds ``add(c, dot_general(a, b))`` into it: no separate addition kernel).
 * :func:`gemm_strided_batched` (one cuBLAS call for ``x3 @ y3`` on arrays, in their own
   layouts where cuBLAS can read them) and :class:`Gemm` (the same call on raw device
   pointers, for callers that lay out their operands themselves).
@@ -64,6 +66,41 @@ def _dot_general(xp: Any, x: Any, y: Any, dimension_numbers: tuple, tf32: bool) 
     else:
         out = xp.matmul(x3, y3)
     return xp.reshape(out, out_shape)
+
+
+def dot_general_out(xp: Any, x: Any, y: Any, *, out: Any, dimension_numbers: tuple,
+                    precision: str | None = None) -> Any:
+    """dot_general into ``out`` (C-contiguous, the output's shape): one GEMM with
+    ``beta = 0`` there (jit's memory planner hands it dead buffers)."""
+    if np.dtype(x.dtype) not in _GEMM_TYPES:
+        out[...] = dot_general(xp, x, y, dimension_numbers=dimension_numbers,
+                               precision=precision)
+        return out
+    return _gemm_into(xp, x, y, out, dimension_numbers, precision, 0.0)
+
+
+def dot_general_accumulate(xp: Any, x: Any, y: Any, *, acc: Any, dimension_numbers: tuple,
+                           precision: str | None = None) -> Any:
+    """``acc += dot_general(x, y)`` in place: one cuBLAS GEMM with ``beta = 1`` into
+    ``acc`` (C-contiguous, the output's shape) for float16/bfloat16/float32/float64; other
+    dtypes add a product computed apart."""
+    if np.dtype(x.dtype) not in _GEMM_TYPES or not acc.flags.c_contiguous:
+        acc += dot_general(xp, x, y, dimension_numbers=dimension_numbers, precision=precision)
+        return acc
+    return _gemm_into(xp, x, y, acc, dimension_numbers, precision, 1.0)
+
+
+def _gemm_into(xp: Any, x: Any, y: Any, out: Any, dimension_numbers: tuple,
+               precision: str | None, beta: float) -> Any:
+    (xc, yc), (xb, yb) = dimension_numbers
+    xf, yf = _free(x.ndim, xc, xb), _free(y.ndim, yc, yb)
+    size = lambda a, axes: math.prod(a.shape[i] for i in axes)
+    b, m, k, n = size(x, xb), size(x, xf), size(x, xc), size(y, yf)
+    x3 = xp.reshape(xp.transpose(x, xb + xf + xc), (b, m, k))
+    y3 = xp.reshape(xp.transpose(y, yb + yc + yf), (b, k, n))
+    tf32 = precision == "tensorfloat32" and x.dtype.char == "f"
+    gemm_strided_batched(xp, x3, y3, out=out.reshape(b, m, n), beta=beta, tf32=tf32)
+    return out
 
 
 class TF32Matmul:

@@ -178,6 +178,7 @@ add_p.def_jvp(lambda tangents, primals, out: fit_tangent(add_tangents(*tangents)
 add_p.def_batch(elementwise_batch(add_p))
 add_p.def_scalar(scalar_float(lambda x, y: x + y))
 add_p.def_simplify(lambda args, out: _identity_operand(args, out, 0, either=True))
+add_p.sums_operands = True  # (compiler: add(c, dot_general(a, b)) as one accumulating GEMM)
 
 
 def add(x: Any, y: Any) -> Any:
