@@ -94,10 +94,13 @@ def _scan_impl(xp: Any, *args: Any, body: Trace, n_consts: int, n_carry: int, le
     if length > 1 and n_carry and getattr(xp, "__name__", "") == "cupy":
         # On CUDA each step may update its carries in place (a gradient accumulated over
         # the steps becomes one GEMM with beta = 1 into it, functx.compiler.lowering): the
-        # loop owns them, so the first carries are copies of the caller's (jit's executor
-        # copies a donated carry that shares memory with a constant or another input)
-        donated = (False,) * n_consts + (True,) * n_carry + (False,) * len(xs)
-        carry = [xp.array(c, copy=True) for c in carry]
+        # loop owns the carries its body computes, so their first values are copies of
+        # the caller's (jit's executor copies a donated carry that shares memory with a
+        # constant or another input). A carry the body passes on from an input (a slice
+        # of xs, a constant) is not donated: it would be copied at every step.
+        donated = (False,) * n_consts + _computed_carries(body, n_carry) + (False,) * len(xs)
+        carry = [xp.array(c, copy=True) if d else c
+                 for c, d in zip(carry, donated[n_consts:])]
     for k in range(length):
         i = length - 1 - k if reverse else k
         outs = run_closed(body, consts + carry + [x[i] for x in xs], donated)
@@ -107,6 +110,12 @@ def _scan_impl(xp: Any, *args: Any, body: Trace, n_consts: int, n_carry: int, le
     carry = [c if hasattr(c, "dtype") and c.dtype == a.dtype else xp.asarray(c, a.dtype)
              for c, a in zip(carry, carry_avals)]
     return carry + ys
+
+
+def _computed_carries(body: Trace, n_carry: int) -> tuple:
+    """Per carry: whether the body computes it (not an input or constant passed on)."""
+    made = {id(v) for e in body.eqns for v in e.outputs}
+    return tuple(type(v) is Var and id(v) in made for v in body.outputs[:n_carry])
 
 
 # ----------------------------------------------------------------------------------------
