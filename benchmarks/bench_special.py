@@ -20,7 +20,7 @@ range. Thread settings are left at their defaults and printed.
 
 Usage::
 
-    python benchmarks/bench_special.py [--quick] [--repeats N]
+    python benchmarks/bench_special.py [--quick] [--repeats N] [--only gelu|special]
 """
 from __future__ import annotations
 
@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="10 repeats and 2 warm-up runs instead of 30 and 3")
     parser.add_argument("--repeats", type=int, help="timed repeats per system")
+    parser.add_argument("--only", choices=("gelu", "special"),
+                        help="run only the GELU rows or only the special functions")
     args = parser.parse_args(argv)
     repeats = args.repeats or (10 if args.quick else 30)
     warmup = 2 if args.quick else 3
@@ -121,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     forward, backward, _ = gelu_steps(torch, x, g)
     summary = []
-    for title, steps in (("exact GELU, forward", forward),
-                         ("exact GELU, gradient of sum(gelu(x) * g)", backward)):
+    gelu_rows = (("exact GELU, forward", forward),
+                 ("exact GELU, gradient of sum(gelu(x) * g)", backward))
+    for title, steps in gelu_rows if args.only != "special" else ():
         log(f"{title}...")
         err = check(steps)
         report += [f"## {title}", "", f"Results agree with PyTorch's (relative error "
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     report += ["## Special functions (functx.scipy.special vs torch.special)", ""]
     rows = ["| function | functx ms | torch ms | functx ÷ torch | rel. error |",
             "|---|---:|---:|---:|---:|"]
-    for name, steps in special_steps(torch, x):
+    for name, steps in special_steps(torch, x) if args.only != "gelu" else ():
         log(f"{name}...")
         err = check(steps)
         timings = {t_.name: t_.median for t_ in measure(steps, repeats, warmup)}
