@@ -147,10 +147,10 @@ def compile_loop(fn: Any, parallel: bool, helpers: Sequence[Callable] = (),
     functions import no Numba and run as plain Python too; this makes the variant's copy
     (its own globals, its own disk-cache name) and compiles it.
 
-    ``helpers``: module-level plain-Python functions that ``fn`` calls by name (a scalar
-    formula shared by several loops); in the copy each name is bound to the function
-    compiled with ``inline="always"``, so it is inlined into the loop (and vectorised with
-    it). Keep helpers in ``fn``'s own module: Numba's disk cache checks only the source
+    ``helpers``: module-level plain-Python functions that ``fn`` (or another helper) calls
+    by name (a scalar formula shared by several loops); in the copy's globals each name is
+    bound to the function compiled with ``inline="always"``, so it is inlined into the loop
+    (and vectorised with it). Keep helpers in ``fn``'s own module: Numba's disk cache checks only the source
     file of the function it compiles, so an edit elsewhere would not recompile ``fn``.
     ``options`` go to ``numba.njit`` (``fastmath={"contract"}``: fused multiply-adds, for
     the inlined helpers too).
@@ -158,8 +158,9 @@ def compile_loop(fn: Any, parallel: bool, helpers: Sequence[Callable] = (),
     numba = numba_or_none()
     glb = dict(fn.__globals__)
     glb["_prange"] = numba.prange if parallel else range
-    for helper in helpers:
-        glb[helper.__name__] = numba.njit(inline="always")(helper)
+    for helper in helpers:  # copies on the same globals: helpers may call each other
+        copy = types.FunctionType(helper.__code__, glb, helper.__name__, helper.__defaults__)
+        glb[helper.__name__] = numba.njit(inline="always")(copy)
     copy = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__)
     copy.__module__ = fn.__module__
     copy.__qualname__ = fn.__qualname__

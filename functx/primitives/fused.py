@@ -63,7 +63,7 @@ from functx.primitives._util import (
     shape_of,
 )
 from functx.primitives.cuda import fused as _cuda
-from functx.primitives.elementwise import _erf32
+from functx.primitives.elementwise import _gelu32
 from functx.primitives.elementwise._common import scalar_float
 from functx.registry import Primitive
 from functx.registry.scalar import call, where
@@ -535,8 +535,8 @@ def _gelu_impl(xp: Any, x: Any, *, approximate: str) -> Any:
     (x,) = in_compute_dtype(x)
     if approximate == "none" and xp is np and x.dtype == np.float32:
         # one compiled pass, each element's float64 value rounded once (functx/primitives/
-        # elementwise/_erf32.py); float16 and bfloat16 through it, rounded once more
-        return _erf32.gelu32(x).astype(dt, copy=False)
+        # elementwise/_gelu32.py); float16 and bfloat16 through it, rounded once more
+        return _gelu32.gelu32(x).astype(dt, copy=False)
     if approximate == "tanh":
         out = 0.5 * x * (1 + xp.tanh(GELU_C * (x + GELU_A * (x * x * x))))
     else:
@@ -548,7 +548,7 @@ def _gelu_grad_impl(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
     dt = x.dtype
     x, g = in_compute_dtype(x, g)
     if approximate == "none" and xp is np and x.dtype == np.float32:
-        return _erf32.gelu_grad32(x, g).astype(dt, copy=False)  # one pass, as in _gelu_impl
+        return _gelu32.gelu_grad32(x, g).astype(dt, copy=False)  # one pass, as in _gelu_impl
     if approximate == "tanh":
         t = xp.tanh(GELU_C * (x + GELU_A * (x * x * x)))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (GELU_C * (1 + 3 * GELU_A * (x * x)))
