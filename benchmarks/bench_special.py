@@ -6,8 +6,8 @@ Workloads, each run side by side in this one process (PyTorch is not a functx de
    hidden activations of a small transformer MLP, x: float32[1024, 3072] (a batch of 8
    sequences of 128 tokens, hidden size 4 * 768): the forward pass, and the gradient of
    ``sum(gelu(x) * g)`` (forward + backward). functx runs ``functx.nn.gelu`` (the fused
-   primitive; float32 ``erf`` a vectorised float64 polynomial per element, compiled with
-   Numba: functx/primitives/elementwise/_erf32.py); PyTorch
+   primitive; in float32 one compiled loop for the forward pass and one for ``gelu_grad``,
+   a float64 formula per element: functx/primitives/elementwise/_gelu32.py); PyTorch
    ``torch.nn.functional.gelu``. Row ``functx erf in float64 (before)`` times the
    previous implementation of the forward pass for comparison: functx's own float64
    ``erf`` tables, rounded to float32 (what issue 15 measured as 65x slower than PyTorch).

@@ -39,6 +39,9 @@ falls back to the primitive without affine parameters and a broadcast product.
 Dtypes: float16, bfloat16, float32 and float64. The CPU implementations compute float32
 and float64 in their own dtype, and the half-precision types (float16, bfloat16) in float32,
 rounding each result once, at the end (``functx.primitives._util.in_compute_dtype``).
+Exact GELU and its gradient in float32 (the half types through it) are one compiled loop
+each, a float64 formula per element rounded once (functx/primitives/elementwise/_gelu32.py;
+without Numba, the same formula in NumPy).
 """
 from __future__ import annotations
 

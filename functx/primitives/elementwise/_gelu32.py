@@ -18,7 +18,7 @@ is made, so LLVM turns each loop into SIMD code (8 doubles per AVX-512 instructi
   mapping ``t`` in ``[0, 10.5]`` onto ``[-1, 1]`` (``t`` is clamped there: beyond,
   ``x e R`` is below 1e-48 and rounds to 0 in float32). The coefficients are the Chebyshev
   interpolant of ``erfcx`` at 200 nodes, computed with mpmath at 40 digits, converted to
-  monomials: relative error 4e-12.
+  monomials: relative error 5e-12.
 * ``exp(z)`` for ``z <= 0`` (:func:`exp_nonpositive`): ``z = n ln2 + r``, ``|r| <= ln2/2``
   (``n`` rounded with the 1.5 * 2^52 trick, ``ln2`` in two parts), the Taylor polynomial of
   degree 11 in ``r``, times ``2^n`` built in the exponent bits; relative error 1e-14. It is
