@@ -14,19 +14,26 @@ Workloads, each run side by side in this one process (PyTorch is not a functx de
 2. ``special``: ``erf``, ``gammaln``, ``digamma`` and ``log_ndtr`` of a float32[1024, 3072]
    array, functx (``functx.scipy.special``) beside ``torch.special``.
 
+With ``--one-thread`` every system runs on one thread (``OMP_NUM_THREADS``,
+``NUMBA_NUM_THREADS``, ``torch.set_num_threads(1)``) and the times are CPU time of the
+process (``time.process_time``): the per-element cost, which other work on a shared
+machine disturbs least.
+
 Every result is checked against PyTorch's (relative error at most 1e-5) before timing.
 Times are medians of interleaved repeats (``_harness.py``) with the 25th-75th percentile
 range. Thread settings are left at their defaults and printed.
 
 Usage::
 
-    python benchmarks/bench_special.py [--quick] [--repeats N] [--only gelu|special]
+    python benchmarks/bench_special.py [--quick] [--repeats N] [--only gelu|special] [--one-thread]
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -106,7 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="timed repeats per system")
     parser.add_argument("--only", choices=("gelu", "special"),
                         help="run only the GELU rows or only the special functions")
+    parser.add_argument("--one-thread", action="store_true",
+                        help="one thread per system, times in process CPU time")
     args = parser.parse_args(argv)
+    clock = time.process_time if args.one_thread else time.perf_counter
+    if args.one_thread:  # before Numba is imported (functx imports it on first use)
+        os.environ["OMP_NUM_THREADS"] = os.environ["NUMBA_NUM_THREADS"] = "1"
     repeats = args.repeats or (10 if args.quick else 30)
     warmup = 2 if args.quick else 3
     try:
@@ -114,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         log("PyTorch is not installed: nothing to compare with (pip install torch).")
         return 1
+    if args.one_thread:
+        torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(SHAPE).astype(np.float32)
     g = rng.standard_normal(SHAPE).astype(np.float32)
@@ -134,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             report.append("functx DISAGREES with PyTorch: not timed.")
             status = 1
             continue
-        timings = measure(steps, repeats, warmup)
+        timings = measure(steps, repeats, warmup, clock=clock)
         report += [markdown_table(timings, "ms", 1e3, "functx"), ""]
         t = {x_.name: x_.median for x_ in timings}
         r = t["functx"] / t["torch"]
@@ -149,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, steps in special_steps(torch, x) if args.only != "gelu" else ():
         log(f"{name}...")
         err = check(steps)
-        timings = {t_.name: t_.median for t_ in measure(steps, repeats, warmup)}
+        timings = {t_.name: t_.median for t_ in measure(steps, repeats, warmup, clock=clock)}
         rows.append(f"| {name} | {timings['functx'] * 1e3:.3g} | {timings['torch'] * 1e3:.3g} "
                     f"| {timings['functx'] / timings['torch']:.2f} | {err:.1e} |")
     report += rows + ["", "## Summary", ""] + summary + ["", "## Environment", "",

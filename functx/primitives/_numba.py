@@ -150,8 +150,9 @@ def compile_loop(fn: Any, parallel: bool, helpers: Sequence[Callable] = (),
     ``helpers``: module-level plain-Python functions that ``fn`` (or another helper) calls
     by name (a scalar formula shared by several loops); in the copy's globals each name is
     bound to the function compiled with ``inline="always"``, so it is inlined into the loop
-    (and vectorised with it). Keep helpers in ``fn``'s own module: Numba's disk cache checks only the source
-    file of the function it compiles, so an edit elsewhere would not recompile ``fn``.
+    (and vectorised with it). Keep helpers in ``fn``'s own module: Numba's disk cache
+    checks only the source file of the function it compiles, so an edit elsewhere would
+    not recompile ``fn``.
     ``options`` go to ``numba.njit`` (``fastmath={"contract"}``: fused multiply-adds, for
     the inlined helpers too).
     """
