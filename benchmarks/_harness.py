@@ -44,7 +44,8 @@ class Timing:
 
 
 def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
-            block: int = 10, settle: float = 0.25) -> list[Timing]:
+            block: int = 10, settle: float = 0.25,
+            clock: Callable[[], float] = time.perf_counter) -> list[Timing]:
     """Time each step function ``repeats`` times after ``warmup`` untimed calls.
 
     Args:
@@ -56,6 +57,8 @@ def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
             with one more untimed call).
         settle: seconds to pause before each block, for the previous system's spinning
             threads to go to sleep.
+        clock: the timer (``time.process_time``: CPU time of the whole process, every
+            thread, for comparisons on a machine shared with other work).
 
     Returns:
         One Timing per system, in the order of ``steps``.
@@ -65,7 +68,6 @@ def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
         for _ in range(warmup):
             steps[name]()
     samples: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter
     rounds = -(-repeats // block)
     for r in range(rounds):
         k = r % len(names)

@@ -6,13 +6,18 @@ Workloads, each run side by side in this one process (PyTorch is not a functx de
    hidden activations of a small transformer MLP, x: float32[1024, 3072] (a batch of 8
    sequences of 128 tokens, hidden size 4 * 768): the forward pass, and the gradient of
    ``sum(gelu(x) * g)`` (forward + backward). functx runs ``functx.nn.gelu`` (the fused
-   primitive; float32 ``erf`` a vectorised float64 polynomial per element, compiled with
-   Numba: functx/primitives/elementwise/_erf32.py); PyTorch
+   primitive; in float32 one compiled loop for the forward pass and one for ``gelu_grad``,
+   a float64 formula per element: functx/primitives/elementwise/_gelu32.py); PyTorch
    ``torch.nn.functional.gelu``. Row ``functx erf in float64 (before)`` times the
    previous implementation of the forward pass for comparison: functx's own float64
    ``erf`` tables, rounded to float32 (what issue 15 measured as 65x slower than PyTorch).
 2. ``special``: ``erf``, ``gammaln``, ``digamma`` and ``log_ndtr`` of a float32[1024, 3072]
    array, functx (``functx.scipy.special``) beside ``torch.special``.
+
+With ``--one-thread`` every system runs on one thread (``OMP_NUM_THREADS``,
+``NUMBA_NUM_THREADS``, ``torch.set_num_threads(1)``) and the times are CPU time of the
+process (``time.process_time``): the per-element cost, which other work on a shared
+machine disturbs least.
 
 Every result is checked against PyTorch's (relative error at most 1e-5) before timing.
 Times are medians of interleaved repeats (``_harness.py``) with the 25th-75th percentile
@@ -20,13 +25,15 @@ range. Thread settings are left at their defaults and printed.
 
 Usage::
 
-    python benchmarks/bench_special.py [--quick] [--repeats N]
+    python benchmarks/bench_special.py [--quick] [--repeats N] [--only gelu|special] [--one-thread]
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -104,7 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="10 repeats and 2 warm-up runs instead of 30 and 3")
     parser.add_argument("--repeats", type=int, help="timed repeats per system")
+    parser.add_argument("--only", choices=("gelu", "special"),
+                        help="run only the GELU rows or only the special functions")
+    parser.add_argument("--one-thread", action="store_true",
+                        help="one thread per system, times in process CPU time")
     args = parser.parse_args(argv)
+    clock = time.process_time if args.one_thread else time.perf_counter
+    if args.one_thread:  # before Numba is imported (functx imports it on first use)
+        os.environ["OMP_NUM_THREADS"] = os.environ["NUMBA_NUM_THREADS"] = "1"
     repeats = args.repeats or (10 if args.quick else 30)
     warmup = 2 if args.quick else 3
     try:
@@ -112,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         log("PyTorch is not installed: nothing to compare with (pip install torch).")
         return 1
+    if args.one_thread:
+        torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(SHAPE).astype(np.float32)
     g = rng.standard_normal(SHAPE).astype(np.float32)
@@ -121,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     forward, backward, _ = gelu_steps(torch, x, g)
     summary = []
-    for title, steps in (("exact GELU, forward", forward),
-                         ("exact GELU, gradient of sum(gelu(x) * g)", backward)):
+    gelu_rows = (("exact GELU, forward", forward),
+                 ("exact GELU, gradient of sum(gelu(x) * g)", backward))
+    for title, steps in gelu_rows if args.only != "special" else ():
         log(f"{title}...")
         err = check(steps)
         report += [f"## {title}", "", f"Results agree with PyTorch's (relative error "
@@ -131,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             report.append("functx DISAGREES with PyTorch: not timed.")
             status = 1
             continue
-        timings = measure(steps, repeats, warmup)
+        timings = measure(steps, repeats, warmup, clock=clock)
         report += [markdown_table(timings, "ms", 1e3, "functx"), ""]
         t = {x_.name: x_.median for x_ in timings}
         r = t["functx"] / t["torch"]
@@ -143,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     report += ["## Special functions (functx.scipy.special vs torch.special)", ""]
     rows = ["| function | functx ms | torch ms | functx ÷ torch | rel. error |",
             "|---|---:|---:|---:|---:|"]
-    for name, steps in special_steps(torch, x):
+    for name, steps in special_steps(torch, x) if args.only != "gelu" else ():
         log(f"{name}...")
         err = check(steps)
-        timings = {t_.name: t_.median for t_ in measure(steps, repeats, warmup)}
+        timings = {t_.name: t_.median for t_ in measure(steps, repeats, warmup, clock=clock)}
         rows.append(f"| {name} | {timings['functx'] * 1e3:.3g} | {timings['torch'] * 1e3:.3g} "
                     f"| {timings['functx'] / timings['torch']:.2f} | {err:.1e} |")
     report += rows + ["", "## Summary", ""] + summary + ["", "## Environment", "",

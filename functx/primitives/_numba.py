@@ -42,7 +42,7 @@ import importlib.util
 import os
 import threading
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 __all__ = ["numba_installed", "numba_enabled", "numba_or_none", "import_numba",
            "apply_thread_policy", "njit_variant", "compile_loop", "serialised", "LAUNCH_LOCK"]
@@ -137,7 +137,8 @@ def njit_variant(fn: Any, variant: str, **options: Any) -> Any:
     return serialised(kernel) if options.get("parallel") else kernel
 
 
-def compile_loop(fn: Any, parallel: bool) -> Any:
+def compile_loop(fn: Any, parallel: bool, helpers: Sequence[Callable] = (),
+                 **options: Any) -> Any:
     """``fn`` compiled with its module-level name ``_prange`` bound to ``numba.prange``
     (``parallel``: its loop spread over the cores) or ``range`` (one core).
 
@@ -145,11 +146,23 @@ def compile_loop(fn: Any, parallel: bool) -> Any:
     outer loop as ``for i in _prange(n)`` with ``_prange = range`` at module level, so the
     functions import no Numba and run as plain Python too; this makes the variant's copy
     (its own globals, its own disk-cache name) and compiles it.
+
+    ``helpers``: module-level plain-Python functions that ``fn`` (or another helper) calls
+    by name (a scalar formula shared by several loops); in the copy's globals each name is
+    bound to the function compiled with ``inline="always"``, so it is inlined into the loop
+    (and vectorised with it). Keep helpers in ``fn``'s own module: Numba's disk cache
+    checks only the source file of the function it compiles, so an edit elsewhere would
+    not recompile ``fn``.
+    ``options`` go to ``numba.njit`` (``fastmath={"contract"}``: fused multiply-adds, for
+    the inlined helpers too).
     """
     numba = numba_or_none()
     glb = dict(fn.__globals__)
     glb["_prange"] = numba.prange if parallel else range
+    for helper in helpers:  # copies on the same globals: helpers may call each other
+        copy = types.FunctionType(helper.__code__, glb, helper.__name__, helper.__defaults__)
+        glb[helper.__name__] = numba.njit(inline="always")(copy)
     copy = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__)
     copy.__module__ = fn.__module__
     copy.__qualname__ = fn.__qualname__
-    return njit_variant(copy, "par" if parallel else "seq", parallel=parallel)
+    return njit_variant(copy, "par" if parallel else "seq", parallel=parallel, **options)

@@ -39,6 +39,9 @@ falls back to the primitive without affine parameters and a broadcast product.
 Dtypes: float16, bfloat16, float32 and float64. The CPU implementations compute float32
 and float64 in their own dtype, and the half-precision types (float16, bfloat16) in float32,
 rounding each result once, at the end (``functx.primitives._util.in_compute_dtype``).
+Exact GELU and its gradient in float32 (the half types through it) are one compiled loop
+each, a float64 formula per element rounded once (functx/primitives/elementwise/_gelu32.py;
+without Numba, the same formula in NumPy).
 """
 from __future__ import annotations
 
@@ -63,6 +66,7 @@ from functx.primitives._util import (
     shape_of,
 )
 from functx.primitives.cuda import fused as _cuda
+from functx.primitives.elementwise import _gelu32
 from functx.primitives.elementwise._common import scalar_float
 from functx.registry import Primitive
 from functx.registry.scalar import call, where
@@ -532,6 +536,10 @@ def _gelu_grad_aval(x: AbstractArray, g: AbstractArray, *, approximate: str) -> 
 def _gelu_impl(xp: Any, x: Any, *, approximate: str) -> Any:
     dt = x.dtype
     (x,) = in_compute_dtype(x)
+    if approximate == "none" and xp is np and x.dtype == np.float32:
+        # one compiled pass, each element's float64 value rounded once (functx/primitives/
+        # elementwise/_gelu32.py); float16 and bfloat16 through it, rounded once more
+        return _gelu32.gelu32(x).astype(dt, copy=False)
     if approximate == "tanh":
         out = 0.5 * x * (1 + xp.tanh(GELU_C * (x + GELU_A * (x * x * x))))
     else:
@@ -542,6 +550,8 @@ def _gelu_impl(xp: Any, x: Any, *, approximate: str) -> Any:
 def _gelu_grad_impl(xp: Any, x: Any, g: Any, *, approximate: str) -> Any:
     dt = x.dtype
     x, g = in_compute_dtype(x, g)
+    if approximate == "none" and xp is np and x.dtype == np.float32:
+        return _gelu32.gelu_grad32(x, g).astype(dt, copy=False)  # one pass, as in _gelu_impl
     if approximate == "tanh":
         t = xp.tanh(GELU_C * (x + GELU_A * (x * x * x)))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (GELU_C * (1 + 3 * GELU_A * (x * x)))
