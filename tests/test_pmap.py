@@ -181,3 +181,26 @@ def test_a_body_calling_a_collective_on_a_value_the_same_everywhere():
     want = np.broadcast_to(x.sum(0) * 6, x.shape)
     np.testing.assert_allclose(np.asarray(fx.vmap(f, axis_name="d")(x)), want)
     np.testing.assert_allclose(np.asarray(fx.pmap(f, axis_name="d")(x)), want)
+
+
+@pytest.mark.parametrize("loop", ["scan", "cond", "while"])
+def test_loop_bodies_calling_collectives_under_vmap_and_pmap(loop):
+    # the loops' batching rules map their bodies over the axis being batched, so a
+    # collective in the body sums over the members (it raised "unbound axis name")
+    def f(v):
+        if loop == "scan":
+            return fx.lax.scan(lambda c, _: (fx.lax.psum(c * 2.0, "d"), None), v, None,
+                               length=2)[0]
+        if loop == "cond":
+            return fx.lax.cond(v[0] > 1, lambda a: fx.lax.psum(a, "d") * 2.0,
+                               lambda a: fx.lax.psum(a, "d") * 4.0, v)
+        return fx.lax.while_loop(lambda c: c[1] < 2,
+                                 lambda c: (fx.lax.psum(c[0], "d"), c[1] + 1), (v, 0))[0]
+
+    x = np.arange(6.0).reshape(3, 2)
+    total = x.sum(0)
+    want = {"scan": np.broadcast_to(12 * total, x.shape),
+            "cond": np.stack([4 * total if row[0] <= 1 else 2 * total for row in x]),
+            "while": np.broadcast_to(3 * total, x.shape)}[loop]
+    np.testing.assert_allclose(np.asarray(fx.vmap(f, axis_name="d")(x)), want)
+    np.testing.assert_allclose(np.asarray(fx.pmap(f, axis_name="d")(x)), want)

@@ -33,7 +33,7 @@ from functx.tracing import Tracer, bind
 from functx.transforms._args import check_callable
 from functx.transforms.grad import vjp
 from functx.transforms.jvp import jvp
-from functx.transforms.vmap import vmap
+from functx.transforms.vmap import running_axis_name, vmap
 from functx.lax._common import (ControlFlowError, as_leaf, bind_loop, describe_tree, is_float,
                                 run_closed, run_traced, strong, trace_closed, zeros_of)
 
@@ -154,8 +154,9 @@ def _cond_batch(args: Sequence[Any], dims: Sequence[int | None], *, branches: tu
     index, ops = args[0], [a if d is None else moveaxis(a, d, 0)
                            for a, d in zip(args[1:], dims[1:])]
     axes = tuple(None if d is None else 0 for d in dims[1:])
+    name_ = running_axis_name()  # collectives in the branches map over the batched axis
     batched = [vmap(lambda *a, br=br: run_traced(br, a), in_axes=axes, out_axes=0,
-                    axis_size=size) for br in branches]
+                    axis_size=size, axis_name=name_) for br in branches]
     n_out = len(branches[0].outputs)
     if dims[0] is None:  # one branch for the whole batch
         outs = switch_leaves(index, [lambda a, f=f: f(*a) for f in batched], ops, name)

@@ -47,7 +47,7 @@ from functx.transforms._args import check_callable
 from functx.transforms.checkpoint import checkpoint as remat
 from functx.transforms.checkpoint import checkpoint_p, residual_vars
 from functx.transforms.jvp import jvp
-from functx.transforms.vmap import vmap
+from functx.transforms.vmap import running_axis_name, vmap
 from functx.lax._common import (ControlFlowError, as_leaf, bind_loop, describe_tree, is_float,
                                 run_closed, run_traced, strong, trace_closed,
                                 under_reverse_mode, zeros_of, batch_front)
@@ -411,7 +411,9 @@ def _scan_batch(args: Sequence[Any], dims: Sequence[int | None], *, body: Trace,
     xs = [x if d is None else moveaxis(x, d, 1) for x, d in zip(xs, x_dims)]
     axes = tuple([None if d is None else 0 for d in c_dims] + [0] * n_carry
                  + [None if d is None else 0 for d in x_dims])
-    batched = vmap(lambda *a: run_traced(body, a), in_axes=axes, out_axes=0, axis_size=size)
+    # collectives in the body map over the axis being batched (the running map's name)
+    batched = vmap(lambda *a: run_traced(body, a), in_axes=axes, out_axes=0, axis_size=size,
+                   axis_name=running_axis_name())
 
     def step(c: list, x: list) -> tuple[list, list]:
         outs = batched(*consts, *c, *x)

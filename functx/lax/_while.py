@@ -33,7 +33,7 @@ from functx.registry import Primitive
 from functx.tracing import bind
 from functx.transforms._args import check_callable
 from functx.transforms.jvp import jvp
-from functx.transforms.vmap import vmap
+from functx.transforms.vmap import running_axis_name, vmap
 from functx.lax._common import (ControlFlowError, ReverseModeError, as_leaf, bind_loop,
                                 describe_tree,
                                 is_float, run_closed, run_traced, strong, trace_closed,
@@ -157,8 +157,11 @@ def _while_batch(args: Sequence[Any], dims: Sequence[int | None], *, cond: Trace
     n = len(init)
     axes_c = tuple([None if d is None else 0 for d in dims[:n_cc]] + [0] * n)
     axes_b = tuple([None if d is None else 0 for d in dims[n_cc:n_k]] + [0] * n)
-    pred_b = vmap(lambda *a: run_traced(cond, a)[0], in_axes=axes_c, axis_size=size)
-    body_b = vmap(lambda *a: run_traced(body, a), in_axes=axes_b, axis_size=size)
+    name = running_axis_name()  # collectives in the bodies map over the axis being batched
+    pred_b = vmap(lambda *a: run_traced(cond, a)[0], in_axes=axes_c, axis_size=size,
+                  axis_name=name)
+    body_b = vmap(lambda *a: run_traced(body, a), in_axes=axes_b, axis_size=size,
+                  axis_name=name)
 
     def cond_f(c: list) -> Any:
         return fnp.any(pred_b(*cc, *c))
