@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from functx.compiler import _vecmath
 from functx.compiler.partition import Cluster, calls, literal_expr, operand_dtype, scalar_expr
 from functx.compiler.program import LoopNest, contiguous_strides
 from functx.ir import Literal, Var
@@ -136,6 +137,7 @@ class _Emitter:
     def __init__(self) -> None:
         self.consts: dict = {}
         self.n = 0
+        self.helpers: set = set()  # functx.compiler._vecmath functions called
 
     def constant(self, e: Expr) -> str:
         key = (e.dtype.str, repr(e.value))
@@ -159,8 +161,12 @@ class _Emitter:
         args = [self.expr(a, lines, memo) for a in e.args]
         op = e.op
         if op == "call":
-            # Numba's functions of float32 return float32 (checked by the tests): no cast
-            text = f"{_FUNCS[e.value]}({', '.join(args)})"
+            helper = _vecmath.FUNCTIONS.get(e.value)
+            if helper and e.dtype == np.float32 and all(a.dtype == np.float32 for a in e.args):
+                self.helpers.add(helper)  # vectorisable arithmetic instead of libm
+                text = f"{helper}({', '.join(args)})"
+            else:  # Numba's functions of float32 return float32 (checked by the tests)
+                text = f"{_FUNCS[e.value]}({', '.join(args)})"
         elif op in _BINOPS:
             text = f"({args[0]} {_BINOPS[op]} {args[1]})"
         elif op == "neg":
@@ -206,12 +212,13 @@ def _offset(strides: list, loop_vars: list) -> str:
     return " + ".join(terms) or "0"
 
 
-def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset]:
+def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset, tuple]:
     """The Numba source of cluster ``c`` as a function ``name(in..., out...)`` of flat
     contiguous arrays, the cluster's output variables in argument order, whether it
-    runs in parallel, and the (input, output) index pairs that may share memory: the input
-    is read only at the element the output writes, before it is written (no reduction,
-    no broadcast or transposed read of it), so the kernel may run in place."""
+    runs in parallel, the (input, output) index pairs that may share memory (the input
+    is read only at the element the output writes, before it is written: no reduction,
+    no broadcast or transposed read of it, so the kernel may run in place), and the
+    :mod:`functx.compiler._vecmath` functions the source calls (sorted names)."""
     size = int(np.prod(c.shape, dtype=np.int64))
     parallel = size >= PARALLEL_MIN
     plan = _Plan(c)
@@ -379,14 +386,19 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset]:
                 if ops and tuple(u.aval.shape) == tuple(v.aval.shape) and all(
                         plan.operands[o] == plan.operands[op] for o in ops):
                     inplace.add((i, j))
-    return text, outs, "prange(" in text, frozenset(inplace)  # (parallel where a loop can be)
+    # (parallel where a loop can be)
+    return text, outs, "prange(" in text, frozenset(inplace), tuple(sorted(em.helpers))
 
 
 _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
                 np.dtype(np.bool_): "boolean", np.dtype(np.int32): "int32",
                 np.dtype(np.int64): "int64"}
-_HEADER = ("import math\nimport numpy as np\nfrom numba import njit, prange\n\n\n"
-           "@njit(parallel={parallel}, fastmath=False, error_model='numpy', cache=True)\n")
+_HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n"
+# float32 transcendentals (functx.compiler._vecmath); its VERSION in the source (the cache
+# key) makes a change of those functions recompile the kernels that inline them
+_HELPERS = ("from functx.compiler._vecmath import numba_helpers\n"
+            "{names}, = numba_helpers({quoted})  # vecmath {version}\n")
+_DECORATOR = "\n\n@njit(parallel={parallel}, fastmath=False, error_model='numpy', cache=True)\n"
 _LOCK = threading.Lock()
 
 
@@ -400,8 +412,11 @@ class Kernel:
     share memory with an input only for the pairs in ``kernel.inplace``."""
 
     def __init__(self, c: Cluster, index: int) -> None:
-        body, self.outputs, self.parallel, self.inplace = generate(c, "kernel")
-        self.source = _HEADER.format(parallel=self.parallel) + body
+        body, self.outputs, self.parallel, self.inplace, helpers = generate(c, "kernel")
+        self.source = _HEADER + (_HELPERS.format(
+            names=", ".join(helpers) + ("," if len(helpers) == 1 else ""), quoted=", ".join(repr(h) for h in helpers),
+            version=_vecmath.VERSION) if helpers else "") + _DECORATOR.format(
+                parallel=self.parallel) + body
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:20]
         self.name = f"fused_{index}"
         self.key = f"functx_kernel_{digest}"
