@@ -103,27 +103,22 @@ def _two_over_pi_bits(bits: int) -> int:
     return (2 << (2 * bits + 128)) // pi >> 64
 
 
-def _reduction_table() -> np.ndarray:
-    """Row ``i`` for the float32s ``M 2**(i - 173)`` (``M`` of 24 bits; row 0 for zero,
-    row 278 for inf and NaN): three float64 chunks ``T`` with ``(M 2**(i-173)) * T[j]``
-    exact and ``sum_j M 2**(i-173) T[j] = |x| 2/pi mod 4`` to 84 bits."""
-    P, F = 700, 330
+def _reduction_constants() -> tuple:
+    """``D[b][j]``: the 28-bit chunk ``j`` (bits ``2**(1 - 28j)`` down to ``2**(-26 - 28j)``)
+    of ``(2**(28b) 2/pi) mod 4``, for ``b`` in 0..3."""
+    P = 800
     two_over_pi = _two_over_pi_bits(P)
-    table = np.zeros((279, 3))
-    table[278] = np.nan
-    for i in range(1, 278):
-        u = i - 150 - 23  # |x| = M * 2**u
-        g = two_over_pi >> (P - F - u) if P - F - u >= 0 else two_over_pi << (u + F - P)
-        g %= 4 << F  # 2**u 2/pi mod 4, in units of 2**-F
-        lead = g.bit_length() - 1
-        for j in range(3):
-            lo = lead - 28 * (j + 1) + 1
-            chunk = (g >> lo) & ((1 << 28) - 1)
-            table[i, j] = math.ldexp(chunk, lo - F - u)
-    return table
+    rows = []
+    for b in range(4):
+        unit = P - 28 * b  # 2**(28b) 2/pi mod 4, in units of 2**-unit
+        w = two_over_pi % (4 << unit)
+        rows.append(tuple(math.ldexp((w >> (unit - 26 - 28 * j)) & ((1 << 28) - 1), -26 - 28 * j)
+                          for j in range(4)))
+    return tuple(rows)
 
 
-_TABLE = _reduction_table()
+(_D00, _D01, _D02, _D03), (_D10, _D11, _D12, _D13), (_D20, _D21, _D22, _D23), \
+    (_D30, _D31, _D32, _D33) = _reduction_constants()
 
 
 def _bits(x: Any) -> Any:
@@ -217,16 +212,22 @@ def log1p32(x: Any) -> Any:
 def _quarter_turns(a: Any, shift: float) -> tuple:
     """For float64 ``a = |x|`` (a float32): ``f`` in [-1/2, 1/2] and ``q`` in {0, 1, 2, 3}
     with ``a 2/pi + shift = 4n + q + f`` (see the module docstring)."""
-    i = (_bits(a) >> 52) - 873  # float32 exponent + 150; 0 for zero, > 277 for inf/NaN
-    i = 0 if i < 0 else (278 if i > 278 else i)
-    p0 = a * _TABLE[i, 0]
-    p1 = a * _TABLE[i, 1]
-    p2 = a * _TABLE[i, 2]
-    y = p0 - 4.0 * math.floor(p0 * 0.25)  # exact
-    k = math.floor(y + p1 + 0.5)
-    f = ((y - k) + p1) + p2
+    # |x| = M 2**u, M < 2**24; b = clamp(u // 28, 0, 3), a 2**-28b = M 2**(u - 28b) < 2**51
+    b1, b2, b3 = a >= 2.0 ** 51, a >= 2.0 ** 79, a >= 2.0 ** 107
+    s = 2.0 ** -84 if b3 else (2.0 ** -56 if b2 else (2.0 ** -28 if b1 else 1.0))
+    d0 = _D30 if b3 else (_D20 if b2 else (_D10 if b1 else _D00))
+    d1 = _D31 if b3 else (_D21 if b2 else (_D11 if b1 else _D01))
+    d2 = _D32 if b3 else (_D22 if b2 else (_D12 if b1 else _D02))
+    d3 = _D33 if b3 else (_D23 if b2 else (_D13 if b1 else _D03))
+    ab = a * s
+    p0 = ab * d0  # exact products of 24 and 28 bits (p0 < 2**53, p1 < 2**25)
+    p1 = ab * d1
+    t0 = p0 - 4.0 * np.floor(p0 * 0.25)  # exact (mod 4)
+    t1 = p1 - 4.0 * np.floor(p1 * 0.25)
+    k = np.floor(t0 + t1 + 0.5)
+    f = (((t0 - k) + t1) + ab * d2) + ab * d3  # (t0 - k) + t1 is exact where f is small
     k = k + shift
-    q = k - 4.0 * math.floor(k * 0.25)
+    q = k - 4.0 * np.floor(k * 0.25)
     return f, q
 
 
