@@ -134,7 +134,8 @@ def _expm1_parts(x: Any) -> tuple:
     t = x * _LOG2E + _SHIFTER
     k = t - _SHIFTER
     r = x - k * _LN2
-    q = ((((((_Q7 * r + _Q6) * r + _Q5) * r + _Q4) * r + _Q3) * r + _Q2) * r + _Q1) * r + _Q0
+    r2 = r * r  # Estrin's scheme: a shorter dependency chain than Horner's (latency)
+    q = ((_Q0 + _Q1 * r) + (_Q2 + _Q3 * r) * r2) + ((_Q4 + _Q5 * r) + (_Q6 + _Q7 * r) * r2) * (r2 * r2)
     return _from_bits((_bits(t) + 1023) << 52), r * q
 
 
@@ -177,7 +178,8 @@ def _log_positive(y: Any) -> Any:
     ef = np.float64(e + 1 if big else e)
     s = (m - 1.0) / (m + 1.0)
     z = s * s
-    p = ((((_A5 * z + _A4) * z + _A3) * z + _A2) * z + _A1) * z + _A0
+    z2 = z * z
+    p = (_A0 + _A1 * z) + z2 * ((_A2 + _A3 * z) + z2 * (_A4 + _A5 * z))
     return ef * _LN2 + 2.0 * s * p
 
 
@@ -234,8 +236,9 @@ def _quarter_turns(a: Any, shift: float) -> tuple:
 def _sincos(f: Any, q: Any) -> Any:
     """``sin((q + f) pi/2)`` for ``q`` in {0, 1, 2, 3}."""
     z = f * f
-    s = f * (((((_S5 * z + _S4) * z + _S3) * z + _S2) * z + _S1) * z + _S0)
-    c = ((((_C5 * z + _C4) * z + _C3) * z + _C2) * z + _C1) * z + _C0
+    z2 = z * z
+    s = f * ((_S0 + _S1 * z) + z2 * ((_S2 + _S3 * z) + z2 * (_S4 + _S5 * z)))
+    c = (_C0 + _C1 * z) + z2 * ((_C2 + _C3 * z) + z2 * (_C4 + _C5 * z))
     v = c if q == 1.0 or q == 3.0 else s
     return -v if q >= 2.0 else v
 
