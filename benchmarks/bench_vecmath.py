@@ -6,8 +6,12 @@ float32 a Numba loop calling :mod:`functx.compiler._vecmath` (what they call now
 ratios are what :data:`functx.compiler.cpu.NUMPY_SPEEDUP` records: how many threads a fused
 loop needs to beat NumPy's one-threaded loop.
 
+The "chain" columns time a loop applying ``v = f(v) * a + b`` 8 times to each element (ns
+per call): a dependent chain, as in a fused kernel, whose cost is latency more than
+throughput; ``chain ÷ NumPy`` is the ratio that decides whether fusing pays.
+
 Each number is the median of ``--repeats`` calls on ``--size`` elements (inputs drawn in
-the function's usual range: ``[-10, 10]``, ``log`` on ``(0, 10]``, ``log1p`` on ``(-1, 9]``),
+the function's usual range: ``[-10, 10]``, ``log`` on ``(0, 10]``, ``log1p`` on ``(-0.9, 9]``),
 the systems interleaved call by call (all are one-threaded, nothing spins). Process CPU
 time, so other processes on a shared machine count less.
 
@@ -52,9 +56,27 @@ def _loop(fn: Any) -> Callable:
     return numba.njit(error_model="numpy")(loop)
 
 
+# v = f(v) * A + B keeps a chain of calls in each function's domain
+_CHAIN = {"exp": (0.25, -0.3), "log": (0.5, 2.0)}
+CHAIN = 8  # calls per element in the chain loop
+
+
+def _chain_loop(fn: Any, dtype: Any, name: str) -> Callable:
+    """A one-threaded Numba loop applying ``v = fn(v) * A + B`` :data:`CHAIN` times to each
+    element: a dependent chain, as in a fused kernel (latency, not throughput)."""
+    numba = import_numba()
+    a, b = (dtype.type(c) for c in _CHAIN.get(name, (0.5, 0.1)))
+    steps = "\n".join("        v = fn(v) * a + b" for _ in range(CHAIN))
+    src = f"def loop(x, out):\n    for i in range(x.size):\n        v = x[i]\n{steps}\n" \
+          "        out[i] = v\n"
+    scope = {"fn": fn, "a": a, "b": b}
+    exec(src, scope)  # noqa: S102  (the unrolled chain)
+    return numba.njit(error_model="numpy")(scope["loop"])
+
+
 def _inputs(name: str, n: int, dtype: Any) -> np.ndarray:
     u = np.random.default_rng(0).random(n)
-    x = {"log": 10 * u + 1e-3, "log1p": 10 * u - 0.999}.get(name, 20 * u - 10)
+    x = {"log": 10 * u + 1e-3, "log1p": 10 * u - 0.9}.get(name, 20 * u - 10)
     return x.astype(dtype)
 
 
@@ -81,8 +103,9 @@ def main() -> None:
     print(environment_report({"numpy": np, "numba": numba}, ROOT))
     print(f"\nns per element, one thread, {args.size} elements, median of {args.repeats}\n")
     print("| dtype | function | NumPy loop | Numba + libm | Numba + vecmath | libm ÷ NumPy "
-          "| vecmath ÷ NumPy |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+          f"| vecmath ÷ NumPy | libm, chain of {CHAIN} | vecmath, chain of {CHAIN} "
+          "| chain ÷ NumPy (libm, vecmath) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for dt in dtypes:
         for name in NAMES:
             log(f"{dt} {name}")
@@ -91,13 +114,20 @@ def main() -> None:
             np_fn = _NUMPY[name]
             fns = {"numpy": lambda x, out, f=np_fn: f(x, out=out),
                    "libm": _loop(getattr(np, np_fn.__name__))}
+            libm = getattr(np, np_fn.__name__)
+            fns["libm chain"] = _chain_loop(libm, x.dtype, name)
             if dt == "float32":
-                fns["vecmath"] = _loop(_vecmath.numba_helpers(_vecmath.FUNCTIONS[name])[0])
+                helper = _vecmath.numba_helpers(_vecmath.FUNCTIONS[name])[0]
+                fns["vecmath"] = _loop(helper)
+                fns["vecmath chain"] = _chain_loop(helper, x.dtype, name)
             ns = _median_ns(fns, x, out, args.repeats)
-            vm = ns.get("vecmath")
-            print(f"| {dt} | {name} | {ns['numpy']:.2f} | {ns['libm']:.2f} | "
-                  + (f"{vm:.2f}" if vm else "-") + f" | {ns['libm'] / ns['numpy']:.1f} | "
-                  + (f"{vm / ns['numpy']:.1f}" if vm else "-") + " |")
+            base = ns["numpy"]
+            vm, vmc, lc = ns.get("vecmath"), ns.get("vecmath chain"), ns["libm chain"] / CHAIN
+            print(f"| {dt} | {name} | {base:.2f} | {ns['libm']:.2f} | "
+                  + (f"{vm:.2f}" if vm else "-") + f" | {ns['libm'] / base:.1f} | "
+                  + (f"{vm / base:.1f}" if vm else "-") + f" | {lc:.2f} | "
+                  + (f"{vmc / CHAIN:.2f}" if vmc else "-") + f" | {lc / base:.1f}, "
+                  + (f"{vmc / CHAIN / base:.1f}" if vmc else "-") + " |")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,14 @@ under its hash, and Numba caches the machine code beside it, so a second process
 from disk instead of compiling. Numba is imported on the first compile only.
 
 Precision: float32 stays float32 (constants are typed, functions are Numba's single-precision
-ones); float32 sums accumulate in float64 (the reduction rule's accumulator) and are rounded
-once. Results agree with the NumPy path to a few ulps per operation (transcendental
-functions come from LLVM/libm rather than NumPy's own loops).
+ones, and ``sin``, ``cos``, ``tanh``, ``exp``, ``expm1``, ``log``, ``log1p`` the vectorisable
+ones of :mod:`functx.compiler._vecmath`, at most 1 ulp from the correctly rounded value);
+float32 sums accumulate in float64 (the reduction rule's accumulator) and are rounded once.
+Results agree with the NumPy path to a few ulps per operation (transcendental functions
+come from LLVM/libm or _vecmath rather than NumPy's own loops).
+
+A parallel flat kernel calling _vecmath is written as a serial body function over a slice
+and a ``prange`` over 64 slices calling it (:func:`_outline`: compile time).
 """
 from __future__ import annotations
 
@@ -48,17 +53,23 @@ __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTO
 # loaded machine a parallel loop waits for its slowest thread).
 PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 
-# Functions NumPy evaluates with SIMD loops several times faster than Numba's scalar libm
-# calls, and by how much (measured on x86-64 with NumPy 2.4, 1M elements, one thread:
-# float32 sin 3.5 vs 34 ns, tanh 1.5 vs 128 ns, exp 3.0 vs 27 ns; float64 tanh 9.9 vs 119
-# ns, exp 7.4 vs 41 ns, log 5.0 vs 47 ns). NumPy's loop runs on one thread, a fused loop on
-# all: on arrays of at least VECTOR_MIN elements an equation calling one of them stays a
-# NumPy call (the arithmetic around it still fuses) when the machine has fewer threads than
-# that ratio. Measured on ew24 (jit(grad), 1024x1024 float32): on 2 cores every function
-# vetoed 38 ms, all fused 260 ms; on 16 cores every function vetoed 45 ms, all fused 17 ms,
-# only tanh vetoed (what this rule picks there) 14 ms.
-NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 10, "cos": 10, "tanh": 85, "exp": 9, "log": 10},
-                 np.dtype(np.float64): {"tanh": 12, "exp": 5.5, "log": 9.4}}
+# Functions NumPy evaluates with SIMD loops faster than a fused loop, and by how much: the
+# cost per element of a call inside a fused loop over NumPy's loop, one thread each.
+# NumPy's loop runs on one thread, a fused loop on all: on arrays of at least VECTOR_MIN
+# elements an equation calling one of them stays a NumPy call (the arithmetic around it
+# still fuses) when the machine has fewer threads than that ratio.
+# float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath (vectorised
+# arithmetic; before session 8, scalar libm at 5-25x NumPy's cost). Its ratios are those of
+# a dependent chain of calls (benchmarks/bench_vecmath.py, "chain" columns), as in a fused
+# kernel, where latency rather than throughput bounds a loop body: 3-6x, against 1.2-3x for
+# independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements). float64 keeps libm (its
+# ratios: independent calls). ew24 (jit(grad), 1024x1024 float32) on 2 cores: every function
+# vetoed 17 ms, all fused 57 ms (both under load); on 16 cores, before _vecmath: vetoed 45
+# ms, all fused 17 ms, only tanh vetoed 14 ms.
+NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 6, "tanh": 5, "exp": 3, "expm1": 3.5,
+                                        "log": 5, "log1p": 5.5},
+                 np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
+                                        "log1p": 8}}
 VECTOR_MIN = 4096
 
 
