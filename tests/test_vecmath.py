@@ -129,7 +129,8 @@ def test_special_values(name: str, cases: list) -> None:
         warnings.simplefilter("error")  # no floating-point warnings either
         got = apply(name, x)
     assert np.array_equal(got, want, equal_nan=True), (x, got)
-    assert np.array_equal(np.signbit(got), np.signbit(want))
+    num = ~np.isnan(want)  # (a NaN's sign is not specified)
+    assert np.array_equal(np.signbit(got[num]), np.signbit(want[num]))
 
 
 def test_exp_overflows_and_underflows_where_float32_does() -> None:
@@ -224,8 +225,9 @@ def test_parallel_kernel_with_several_outputs(fuse_everything) -> None:
         b = fnp.sin(a)
         return a, b * 2.0, fnp.tanh(b) + x
     got, want = fx.jit(f)(x), f(x)
+    # a = exp(..) up to 10: 1 ulp of it (1e-6) moves sin(a) by as much
     for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g, w, rtol=2e-7, atol=4e-6)
 
 
 def test_vecmath_kernels_are_cached_on_disk(fuse_everything) -> None:
