@@ -40,16 +40,18 @@ def compiler_on():
 _loops: dict = {}
 
 
-def apply(name: str, x: np.ndarray) -> np.ndarray:
-    """``_vecmath``'s function ``name`` on every element of float32 ``x`` (a Numba loop)."""
-    loop = _loops.get(name)
+def apply(name: str, x: np.ndarray, contract: bool = False) -> np.ndarray:
+    """``_vecmath``'s function ``name`` on every element of float32 ``x`` (a Numba loop;
+    ``contract``: with fused multiply-adds allowed, as in the generated kernels)."""
+    loop = _loops.get((name, contract))
     if loop is None:
         (fn,) = _vecmath.numba_helpers(_vecmath.FUNCTIONS[name])
 
         def run(x: Any, out: Any) -> None:
             for i in range(x.size):
                 out[i] = fn(x[i])
-        loop = _loops[name] = numba.njit(error_model="numpy")(run)
+        loop = _loops[name, contract] = numba.njit(
+            error_model="numpy", fastmath={"contract"} if contract else False)(run)
     x = np.ascontiguousarray(x, np.float32).ravel()
     out = np.empty_like(x)
     loop(x, out)
@@ -95,10 +97,11 @@ def points() -> np.ndarray:
     return sample()
 
 
+@pytest.mark.parametrize("contract", [False, True], ids=["mul-add", "fma"])
 @pytest.mark.parametrize("name", sorted(REFERENCE))
-def test_within_the_documented_ulps_of_the_rounded_float64_function(name: str,
-                                                                    points: np.ndarray) -> None:
-    got, want = apply(name, points), reference(name, points)
+def test_within_the_documented_ulps_of_the_rounded_float64_function(
+        name: str, contract: bool, points: np.ndarray) -> None:
+    got, want = apply(name, points, contract), reference(name, points)
     d = ulp_distance(got, want)
     worst = int(np.argmax(d))
     assert d[worst] <= MAX_ULP[name], (name, points[worst], got[worst], want[worst])
@@ -129,6 +132,7 @@ def test_special_values(name: str, cases: list) -> None:
         warnings.simplefilter("error")  # no floating-point warnings either
         got = apply(name, x)
     assert np.array_equal(got, want, equal_nan=True), (x, got)
+    assert np.array_equal(apply(name, x, contract=True), want, equal_nan=True)
     num = ~np.isnan(want)  # (a NaN's sign is not specified)
     assert np.array_equal(np.signbit(got[num]), np.signbit(want[num]))
 

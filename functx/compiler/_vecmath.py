@@ -41,6 +41,11 @@ underflows to 0 (through the subnormals) where float32's correctly rounded ``exp
 float64 keeps Numba's libm calls (and NumPy's loops, :data:`functx.compiler.cpu.NUMPY_SPEEDUP`):
 matching NumPy's float64 accuracy needs double-double arithmetic, not done here.
 
+The exact steps (the products of the reduction, ``p - 4 floor(p / 4)``, ``k`` from the
+shifter) stay exact with fused multiply-adds, and the rest only gains from them: the
+generated kernels calling these functions allow contraction (``fastmath={'contract'}``),
+and the accuracy test runs both ways.
+
 The functions are plain Python as well (NumPy scalars); :func:`numba_helpers` compiles them
 with Numba (``inline='always'``, so every fused loop gets its own vectorised copy).
 """
