@@ -2,7 +2,8 @@
 
 For each function: NumPy's own (SIMD) loop on the array, a Numba loop calling Numba's
 function of a scalar (libm: what ``jit``'s CPU kernels called before session 8), and for
-float32 a Numba loop calling :mod:`functx.compiler._vecmath` (what they call now). The
+float32 a Numba loop calling :mod:`functx.compiler._vecmath` (what they call now, with
+fused multiply-adds allowed as in those kernels). The
 ratios are what :data:`functx.compiler.cpu.NUMPY_SPEEDUP` records: how many threads a fused
 loop needs to beat NumPy's one-threaded loop.
 
@@ -46,14 +47,15 @@ _NUMPY = {"sin": np.sin, "cos": np.cos, "tanh": np.tanh, "exp": np.exp, "expm1":
           "log": np.log, "log1p": np.log1p}
 
 
-def _loop(fn: Any) -> Callable:
-    """A one-threaded Numba loop ``out[i] = fn(x[i])``."""
+def _loop(fn: Any, contract: bool = False) -> Callable:
+    """A one-threaded Numba loop ``out[i] = fn(x[i])`` (``contract``: fused multiply-adds
+    allowed, as in the generated kernels calling _vecmath)."""
     numba = import_numba()
 
     def loop(x: Any, out: Any) -> None:
         for i in range(x.size):
             out[i] = fn(x[i])
-    return numba.njit(error_model="numpy")(loop)
+    return numba.njit(error_model="numpy", fastmath={"contract"} if contract else False)(loop)
 
 
 # v = f(v) * A + B keeps a chain of calls in each function's domain
@@ -61,7 +63,7 @@ _CHAIN = {"exp": (0.25, -0.3), "log": (0.5, 2.0)}
 CHAIN = 8  # calls per element in the chain loop
 
 
-def _chain_loop(fn: Any, dtype: Any, name: str) -> Callable:
+def _chain_loop(fn: Any, dtype: Any, name: str, contract: bool = False) -> Callable:
     """A one-threaded Numba loop applying ``v = fn(v) * A + B`` :data:`CHAIN` times to each
     element: a dependent chain, as in a fused kernel (latency, not throughput)."""
     numba = import_numba()
@@ -71,7 +73,8 @@ def _chain_loop(fn: Any, dtype: Any, name: str) -> Callable:
           "        out[i] = v\n"
     scope = {"fn": fn, "a": a, "b": b}
     exec(src, scope)  # noqa: S102  (the unrolled chain)
-    return numba.njit(error_model="numpy")(scope["loop"])
+    return numba.njit(error_model="numpy",
+                      fastmath={"contract"} if contract else False)(scope["loop"])
 
 
 def _inputs(name: str, n: int, dtype: Any) -> np.ndarray:
@@ -118,8 +121,8 @@ def main() -> None:
             fns["libm chain"] = _chain_loop(libm, x.dtype, name)
             if dt == "float32":
                 helper = _vecmath.numba_helpers(_vecmath.FUNCTIONS[name])[0]
-                fns["vecmath"] = _loop(helper)
-                fns["vecmath chain"] = _chain_loop(helper, x.dtype, name)
+                fns["vecmath"] = _loop(helper, contract=True)
+                fns["vecmath chain"] = _chain_loop(helper, x.dtype, name, contract=True)
             ns = _median_ns(fns, x, out, args.repeats)
             base = ns["numpy"]
             vm, vmc, lc = ns.get("vecmath"), ns.get("vecmath chain"), ns["libm chain"] / CHAIN

@@ -17,8 +17,8 @@ views and (for ``sin``/``cos``) a small table lookup, so a loop calling them vec
   ``tanh`` is 1.0f since 9.01): relatively accurate for small ``x`` too.
 * ``log``: ``x = 2**e m`` from the float64 bits, ``m`` in ``[sqrt(1/2), sqrt(2))``,
   ``log(m) = 2 atanh(s)``, ``s = (m - 1) / (m + 1)``, ``atanh(s) / s`` of degree 5 in ``s**2``
-  (relative error 3e-14). ``log1p(x) = log(1 + x)`` (``1 + x`` is exact in float64 for
-  ``|x| >= 2**-10``), ``x - x**2/2 + x**3/3 - x**4/4`` below.
+  (relative error 3e-14). ``log1p(x) = log(y) - c`` with ``y = 1 + x`` in float64 (exact
+  for ``2**-29 <= |x| < 2**29``) and ``c = (y - 1) - x`` its rounding error below.
 * ``sin``/``cos``: Payne-Hanek reduction, exact for every float32. ``|x| = M 2**u`` (``M``
   of 24 bits); for each float32 exponent a table holds ``(2**u 2/pi) mod 4`` cut into three
   chunks of 28 bits, scaled by ``2**-u`` so that ``|x| * chunk`` is an exact product in
@@ -192,17 +192,14 @@ def _log_positive(y: Any) -> Any:
 
 def _log_special(y: Any, v: Any) -> Any:
     """``v`` where ``y`` is positive and finite, else ``log(y)`` from IEEE rules."""
-    if y > 0.0 and y < np.inf:
-        return v
-    if y == 0.0:
-        return -np.inf
-    return y if y == np.inf else np.nan  # (y - y would raise on inf; nan for nan, < 0)
+    special = -np.inf if y == 0.0 else (y if y == np.inf else np.nan)  # NaN: NaN, < 0
+    return v if (y > 0.0) & (y < np.inf) else special
 
 
 def log32(x: Any) -> Any:
     """``log`` of a float32 (see the module docstring)."""
     xd = np.float64(x)
-    ok = xd > 0.0 and xd < np.inf
+    ok = (xd > 0.0) & (xd < np.inf)
     v = _log_positive(xd if ok else 1.0)
     return np.float32(_log_special(xd, v))
 
@@ -211,10 +208,12 @@ def log1p32(x: Any) -> Any:
     """``log1p`` of a float32 (see the module docstring)."""
     xd = np.float64(x)
     y = 1.0 + xd
-    ok = y > 0.0 and y < np.inf
-    v = _log_positive(y if ok else 1.0)
-    small = xd * (1.0 + xd * (-0.5 + xd * (1.0 / 3.0 - 0.25 * xd)))
-    v = small if abs(xd) < 0.0009765625 else v
+    ok = (y > 0.0) & (y < np.inf)
+    # 1 + x is exact for 2**-29 <= |x| < 2**29; below, c is its rounding error and
+    # log1p(x) = log(y) - c / y to 2**-58 (and y = 1 + O(2**-29)); c = 0 for |x| >= 1
+    c = ((y - 1.0) - xd) if abs(xd) < 1.0 else 0.0
+    v = _log_positive(y if ok else 1.0) - c
+    v = xd if xd == 0.0 else v  # log1p(-0) = -0
     return np.float32(_log_special(y, v))
 
 
