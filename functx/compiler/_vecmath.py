@@ -149,8 +149,7 @@ def _expm1_parts(x: Any) -> tuple:
 def exp32(x: Any) -> Any:
     """``exp`` of a float32 (see the module docstring)."""
     xd = np.float64(x)
-    xc = -104.0 if xd < -104.0 else (89.0 if xd > 89.0 else xd)
-    s, u = _expm1_parts(xc)
+    s, u = _expm1_parts(min(max(xd, -104.0), 89.0))  # (NaN: see the last line)
     y = np.float32(s + s * u)
     return y if xd == xd else x
 
@@ -158,17 +157,15 @@ def exp32(x: Any) -> Any:
 def expm1_32(x: Any) -> Any:
     """``expm1`` of a float32 (see the module docstring)."""
     xd = np.float64(x)
-    xc = -104.0 if xd < -104.0 else (89.0 if xd > 89.0 else xd)
-    s, u = _expm1_parts(xc)
+    s, u = _expm1_parts(min(max(xd, -104.0), 89.0))
     y = np.float32(s * u + (s - 1.0))
-    return y if xd == xd and xd != 0.0 else x  # NaN, and expm1(-0) = -0
+    return y if (xd == xd) & (xd != 0.0) else x  # NaN, and expm1(-0) = -0
 
 
 def tanh32(x: Any) -> Any:
     """``tanh`` of a float32 (see the module docstring)."""
     xd = np.float64(x)
-    a = abs(xd)
-    a = 20.0 if a > 20.0 else a
+    a = min(abs(xd), 20.0)
     s, u = _expm1_parts(a + a)
     e = s * u + (s - 1.0)
     y = np.float32(math.copysign(e / (e + 2.0), xd))
@@ -180,9 +177,9 @@ def _log_positive(y: Any) -> Any:
     b = _bits(y)
     e = (b >> 52) - 1023
     m = _from_bits((b & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)  # in [1, 2)
-    big = m > _SQRT2
-    m = m * 0.5 if big else m
-    ef = np.float64(e + 1 if big else e)
+    big = np.float64(m > _SQRT2)  # selects as arithmetic (see _quarter_turns)
+    m = m * (1.0 - 0.5 * big)
+    ef = np.float64(e) + big
     s = (m - 1.0) / (m + 1.0)
     z = s * s
     z2 = z * z
@@ -220,13 +217,18 @@ def log1p32(x: Any) -> Any:
 def _quarter_turns(a: Any, shift: float) -> tuple:
     """For float64 ``a = |x|`` (a float32): ``f`` in [-1/2, 1/2] and ``q`` in {0, 1, 2, 3}
     with ``a 2/pi + shift = 4n + q + f`` (see the module docstring)."""
-    # |x| = M 2**u, M < 2**24; b = clamp(u // 28, 0, 3), a 2**-28b = M 2**(u - 28b) < 2**51
-    b1, b2, b3 = a >= 2.0 ** 51, a >= 2.0 ** 79, a >= 2.0 ** 107
-    s = 2.0 ** -84 if b3 else (2.0 ** -56 if b2 else (2.0 ** -28 if b1 else 1.0))
-    d0 = _D30 if b3 else (_D20 if b2 else (_D10 if b1 else _D00))
-    d1 = _D31 if b3 else (_D21 if b2 else (_D11 if b1 else _D01))
-    d2 = _D32 if b3 else (_D22 if b2 else (_D12 if b1 else _D02))
-    d3 = _D33 if b3 else (_D23 if b2 else (_D13 if b1 else _D03))
+    # |x| = M 2**u, M < 2**24; b = clamp(u // 28, 0, 3), a 2**-28b = M 2**(u - 28b) < 2**51.
+    # The constants for b are chosen by arithmetic on 0/1 flags, exact (the D[.][j] share one
+    # grid): Numba turns each `x if c else y` into basic blocks, and thousands of them in a
+    # kernel made compiling it (SSA, type inference) several times slower.
+    b1, b2, b3 = (np.float64(a >= 2.0 ** 51), np.float64(a >= 2.0 ** 79),
+                  np.float64(a >= 2.0 ** 107))
+    s = 2.0 ** -84 if a >= 2.0 ** 107 else (2.0 ** -56 if a >= 2.0 ** 79 else (
+        2.0 ** -28 if a >= 2.0 ** 51 else 1.0))  # (selects: the shortest path to ab)
+    d0 = _D00 + b1 * (_D10 - _D00) + b2 * (_D20 - _D10) + b3 * (_D30 - _D20)
+    d1 = _D01 + b1 * (_D11 - _D01) + b2 * (_D21 - _D11) + b3 * (_D31 - _D21)
+    d2 = _D02 + b1 * (_D12 - _D02) + b2 * (_D22 - _D12) + b3 * (_D32 - _D22)
+    d3 = _D03 + b1 * (_D13 - _D03) + b2 * (_D23 - _D13) + b3 * (_D33 - _D23)
     ab = a * s
     p0 = ab * d0  # exact products of 24 and 28 bits (p0 < 2**53, p1 < 2**25)
     p1 = ab * d1
@@ -245,7 +247,7 @@ def _sincos(f: Any, q: Any) -> Any:
     z2 = z * z
     s = f * ((_S0 + _S1 * z) + z2 * ((_S2 + _S3 * z) + z2 * (_S4 + _S5 * z)))
     c = (_C0 + _C1 * z) + z2 * ((_C2 + _C3 * z) + z2 * (_C4 + _C5 * z))
-    v = c if q == 1.0 or q == 3.0 else s
+    v = c if (q == 1.0) | (q == 3.0) else s
     return -v if q >= 2.0 else v
 
 

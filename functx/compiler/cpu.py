@@ -34,6 +34,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import re
 import sys
 import threading
 from typing import Any, Callable
@@ -61,15 +62,17 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # elements an equation calling one of them stays a NumPy call (the arithmetic around it
 # still fuses) when the machine has fewer threads than that ratio.
 # float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath (vectorised
-# arithmetic; before session 8, scalar libm at 5-25x NumPy's cost). Its ratios are those of
+# arithmetic; before session 8, scalar libm at 5-27x NumPy's cost). Its ratios are those of
 # a dependent chain of calls (benchmarks/bench_vecmath.py, "chain" columns), as in a fused
-# kernel, where latency rather than throughput bounds a loop body: 3-6x, against 1.2-3x for
-# independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements). float64 keeps libm (its
-# ratios: independent calls). ew24 (jit(grad), 1024x1024 float32) on 2 cores: every function
-# vetoed 17 ms, all fused 57 ms (both under load); on 16 cores, before _vecmath: vetoed 45
-# ms, all fused 17 ms, only tanh vetoed 14 ms.
-NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 6, "tanh": 5, "exp": 3, "expm1": 3.5,
-                                        "log": 5, "log1p": 5.5},
+# kernel, where latency rather than throughput bounds a loop body: 2-5.5x, against 1.2-2.6x
+# for independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements), rounded up (exp: on
+# 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy). float64 keeps libm
+# (its ratios: independent calls). ew24 (jit(grad), 1024x1024 float32), one thread, CPU
+# time: every function left to NumPy 16 ms, all fused 46 ms (JAX jit: 55 ms); so on 2
+# cores NumPy's loops win, on 16 all fuse. (On a 16-core host before _vecmath: left to
+# NumPy 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.)
+NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5, "tanh": 4, "exp": 2.5,
+                                        "expm1": 2.5, "log": 4, "log1p": 5},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
                                         "log1p": 8}}
 VECTOR_MIN = 4096
@@ -395,15 +398,16 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset, tuple]:
         strides.setdefault(arr, set()).add(plan.operands[op][0] if L == 1 else None)
     for kind, v, oname, op in stores:
         strides.setdefault(oname, set()).add(plan.operands[op][0] if L == 1 else None)
-    if em.helpers and parallel and L == 1 and not red_out and all(
-            st <= {0} or st == {1} for st in strides.values()):
+    outlined = em.helpers and parallel and L == 1 and not red_out and all(
+        st <= {0} or st == {1} for st in strides.values())
+    if outlined:
         src = _outline(src, name, in_names + out_names, len(em.const_lines), plan.sizes[0],
                        [a for a, st in strides.items() if st == {1}])
     else:
         src.insert(0, _decorator("prange(" in "".join(src), bool(em.helpers)))
     text = "\n".join(src) + "\n"
     inplace: set = set()
-    if not red_out:
+    if not red_out and not (outlined and plan.sizes[0] % 2):
         for j, (kind, v, oname, op) in enumerate(stores):
             for i, u in enumerate(c.inputs):
                 ops = [o for (lv, _ax), (_l, o, _a) in loads.items() if lv is u]
@@ -413,26 +417,44 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset, tuple]:
     return text, outs, "prange(" in text, frozenset(inplace), tuple(sorted(em.helpers))
 
 
+_LOCAL = re.compile(r"\b([atv]\d+)\b")  # the loop body's per-element names
+
+
 def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
              sliced: list) -> list:
     """The parallel kernel ``src`` (its definition, ``n_consts`` constant lines, then one
     flat loop ``for i0 in prange(n0)`` reading the arrays ``sliced`` at ``i0`` and the others
-    at 0) as a serial function ``{name}_body(args..., lo, hi)`` running that loop over
-    ``[lo, hi)`` of the arrays ``sliced``, and the kernel calling it on :data:`CHUNKS`
-    slices in parallel.
+    at 0) as a serial function ``{name}_body(args..., lo, hi)`` for the elements
+    ``[lo, hi)``, and the kernel calling it on :data:`CHUNKS` slices in parallel (of even
+    sizes, but the last one when ``n0`` is odd).
 
-    For kernels calling :mod:`functx.compiler._vecmath`: Numba inlines those functions into
+    For kernels calling :mod:`functx.compiler._vecmath`. Numba inlines those functions into
     its IR, and on big loop bodies its passes over a ``prange`` loop (copy propagation) take
     quadratic time: compiling the ew24 gradient's kernel took 26 s, 8 s outlined. The body
     slices its arrays and loops from 0: indexed from ``lo`` instead, LLVM vectorised a loop
-    with three outputs no more (30 ns per element instead of 5)."""
-    body = [f"def {name}_body({', '.join(args)}, lo, hi):",
-            *[f"    {a} = {a}[lo:hi]" for a in sliced], *src[1:1 + n_consts],
-            "    for i0 in range(hi - lo):", *src[2 + n_consts:]]
-    P = min(CHUNKS, n0)
+    with three outputs no more (30 ns per element instead of 5). And the body runs two
+    streams, the slice's halves, statement by statement interleaved: a chain of these
+    functions is bound by latency (each iteration is too long for the CPU to overlap the
+    next), and two independent chains in one iteration took ew24's gradient from 44 to 26
+    ns per element (twice the compile time). With an odd count the halves share their
+    middle element, computed twice (so such a kernel must not run in place)."""
+    streams = []
+    for k in (0, 1):
+        def rename(line: str, k: int = k) -> str:
+            line = _LOCAL.sub(lambda m: f"{m.group(1)}_{k}", line)
+            for a in sliced:
+                line = re.sub(rf"\b{a}\[", f"{a}_{k}[", line)
+            return line
+        streams.append([rename(ln) for ln in src[2 + n_consts:]])
+    body = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2",
+            *[f"    {a}_0 = {a}[lo:lo + h]" for a in sliced],
+            *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *src[1:1 + n_consts],
+            "    for i0 in range(h):", *[ln for pair in zip(*streams) for ln in pair]]
+    P, H = min(CHUNKS, n0 // 2), n0 // 2
     return [_decorator(False, True), *body, "", "", _decorator(True), src[0],
             f"    for c in prange({P}):",
-            f"        {name}_body({', '.join(args)}, c * {n0} // {P}, (c + 1) * {n0} // {P})"]
+            f"        hi = {n0} if c == {P - 1} else 2 * ((c + 1) * {H} // {P})",
+            f"        {name}_body({', '.join(args)}, 2 * (c * {H} // {P}), hi)"]
 
 
 _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
