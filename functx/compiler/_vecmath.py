@@ -5,8 +5,8 @@ loops instead of libm.
 Numba turns ``np.sin(x)`` on a float32 into a call of the scalar libm function, which LLVM
 cannot vectorise (without Intel's SVML): a fused loop calling it ran 5-30x slower per element
 than NumPy's own SIMD loop. These functions use only arithmetic, comparisons, selects, bit
-views and (for ``sin``/``cos``) a small table lookup, so a loop calling them vectorises
-(AVX2/AVX-512). Each evaluates in float64 and rounds once to float32:
+views, so a loop calling them vectorises (AVX2/AVX-512; a table lookup, a gather, made
+``sin`` twice as slow). Each evaluates in float64 and rounds once to float32:
 
 * ``exp``/``expm1``: ``x = k ln2 + r``, ``|r| <= ln2/2`` (``k`` from the round-to-nearest of
   ``x log2(e)`` by adding ``1.5 * 2**52``, whose low bits are ``k``); ``e**r - 1 = r q(r)``
@@ -19,13 +19,14 @@ views and (for ``sin``/``cos``) a small table lookup, so a loop calling them vec
   ``log(m) = 2 atanh(s)``, ``s = (m - 1) / (m + 1)``, ``atanh(s) / s`` of degree 5 in ``s**2``
   (relative error 3e-14). ``log1p(x) = log(y) - c`` with ``y = 1 + x`` in float64 (exact
   for ``2**-29 <= |x| < 2**29``) and ``c = (y - 1) - x`` its rounding error below.
-* ``sin``/``cos``: Payne-Hanek reduction, exact for every float32. ``|x| = M 2**u`` (``M``
-  of 24 bits); for each float32 exponent a table holds ``(2**u 2/pi) mod 4`` cut into three
-  chunks of 28 bits, scaled by ``2**-u`` so that ``|x| * chunk`` is an exact product in
-  float64. The chunk products, reduced mod 4, give the quadrant ``k`` and ``f = |x| 2/pi -
-  k`` in ``[-1/2, 1/2]`` with an absolute error below ``2**-58`` (against ``|f| > 2**-31``
-  for every float32). ``sin(f pi/2) / f`` and ``cos(f pi/2)`` are polynomials of degree 5
-  in ``f**2`` (errors 5e-15 and 8e-14). Inf and NaN meet a NaN table row.
+* ``sin``/``cos``: Payne-Hanek reduction, exact for every float32, without tables.
+  ``|x| = M 2**u`` (``M`` of 24 bits); for ``b = clamp(u // 28, 0, 3)`` the constants
+  ``(2**28b 2/pi) mod 4`` cut into four chunks of 28 bits (bits ``2**1`` down to
+  ``2**-110``) are chosen per element, and ``|x| 2**-28b`` (less than ``2**51``) times each
+  chunk is an exact product in float64. The products, reduced mod 4, give the quadrant ``k``
+  and ``f = |x| 2/pi - k`` in ``[-1/2, 1/2]`` with an absolute error below ``2**-58``
+  (against ``|f| > 2**-31`` for every float32). ``sin(f pi/2) / f`` and ``cos(f pi/2)`` are
+  polynomials of degree 5 in ``f**2`` (errors 5e-15 and 8e-14). Inf and NaN give NaN.
 
 Accuracy (tests/test_vecmath.py, against the float64 NumPy function rounded to float32, on
 every float32 of sampled exponent ranges, dense sweeps and the special values): the float64
