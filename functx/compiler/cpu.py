@@ -68,9 +68,10 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # for independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements), rounded up (exp: on
 # 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy). float64 keeps libm
 # (its ratios: independent calls). ew24 (jit(grad), 1024x1024 float32), one thread, CPU
-# time: every function left to NumPy 16 ms, all fused 46 ms (JAX jit: 55 ms); so on 2
-# cores NumPy's loops win, on 16 all fuse. (On a 16-core host before _vecmath: left to
-# NumPy 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.)
+# time: every function left to NumPy 16-18 ms, all fused 31 ms (with libm: 128 ms; JAX
+# jit: 55 ms); on 2 cores 16 ms and 31 ms: NumPy's loops win there, on 16 cores all fuse.
+# (On a 16-core host before _vecmath: left to NumPy 45 ms, all fused with libm 17 ms, only
+# tanh left 14 ms, JAX 8.6 ms.)
 NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5, "tanh": 4, "exp": 2.5,
                                         "expm1": 2.5, "log": 4, "log1p": 5},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
