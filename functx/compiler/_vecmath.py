@@ -178,9 +178,9 @@ def _log_positive(y: Any) -> Any:
     b = _bits(y)
     e = (b >> 52) - 1023
     m = _from_bits((b & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)  # in [1, 2)
-    big = np.float64(m > _SQRT2)  # selects as arithmetic (see _quarter_turns)
-    m = m * (1.0 - 0.5 * big)
-    ef = np.float64(e) + big
+    big = m > _SQRT2
+    m = m * 0.5 if big else m
+    ef = np.float64(e + 1 if big else e)
     s = (m - 1.0) / (m + 1.0)
     z = s * s
     z2 = z * z
@@ -222,8 +222,9 @@ def _quarter_turns(a: Any, shift: float) -> tuple:
     # The constants for b are chosen by arithmetic on 0/1 flags, exact (the D[.][j] share one
     # grid): Numba turns each `x if c else y` into basic blocks, and thousands of them in a
     # kernel made compiling it (SSA, type inference) several times slower.
-    b1, b2, b3 = (np.float64(a >= 2.0 ** 51), np.float64(a >= 2.0 ** 79),
-                  np.float64(a >= 2.0 ** 107))
+    b1 = 1.0 if a >= 2.0 ** 51 else 0.0
+    b2 = 1.0 if a >= 2.0 ** 79 else 0.0
+    b3 = 1.0 if a >= 2.0 ** 107 else 0.0
     s = 2.0 ** -84 if a >= 2.0 ** 107 else (2.0 ** -56 if a >= 2.0 ** 79 else (
         2.0 ** -28 if a >= 2.0 ** 51 else 1.0))  # (selects: the shortest path to ab)
     d0 = _D00 + b1 * (_D10 - _D00) + b2 * (_D20 - _D10) + b3 * (_D30 - _D20)
