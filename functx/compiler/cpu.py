@@ -64,7 +64,7 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath (vectorised
 # arithmetic; before session 8, scalar libm at 5-27x NumPy's cost). Its ratios are those of
 # a dependent chain of calls (benchmarks/bench_vecmath.py, "chain" columns), as in a fused
-# kernel, where latency rather than throughput bounds a loop body: 2-5.5x, against 1.2-2.6x
+# kernel, where latency rather than throughput bounds a loop body: 2.5-6x, against 1.3-3x
 # for independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements), rounded up (exp: on
 # 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy). float64 keeps libm
 # (its ratios: independent calls). ew24 (jit(grad), 1024x1024 float32), one thread, CPU
@@ -72,8 +72,8 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # jit: 55 ms); on 2 cores 16 ms and 31 ms: NumPy's loops win there, on 16 cores all fuse.
 # (On a 16-core host before _vecmath: left to NumPy 45 ms, all fused with libm 17 ms, only
 # tanh left 14 ms, JAX 8.6 ms.)
-NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5, "tanh": 4, "exp": 2.5,
-                                        "expm1": 2.5, "log": 4, "log1p": 5},
+NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5.5, "tanh": 4, "exp": 2.5,
+                                        "expm1": 2.5, "log": 4.5, "log1p": 4.5},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
                                         "log1p": 8}}
 VECTOR_MIN = 4096
