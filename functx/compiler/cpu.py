@@ -25,8 +25,9 @@ come from LLVM/libm or _vecmath rather than NumPy's own loops).
 
 A kernel calling _vecmath allows fused multiply-adds (``fastmath={'contract'}``: its
 polynomials run 18% faster; other kernels keep ``fastmath=False``), and a parallel flat
-one is written as a serial body function over a slice and a ``prange`` over 64 slices
-calling it (:func:`_outline`: compile time).
+one is written as a serial body function over a slice, two interleaved streams per
+iteration, and a ``prange`` over 64 slices calling it (:func:`_outline`: compile time and
+latency).
 """
 from __future__ import annotations
 
