@@ -128,14 +128,6 @@ def _reduction_constants() -> tuple:
     (_D30, _D31, _D32, _D33) = _reduction_constants()
 
 
-def _bits(x: Any) -> Any:
-    return np.float64(x).view(np.int64)
-
-
-def _from_bits(b: Any) -> Any:
-    return np.int64(b).view(np.float64)
-
-
 def _expm1_parts(x: Any) -> tuple:
     """``(2**k, e**r - 1)`` with ``x = k ln2 + r`` (float64 ``x`` in [-104, 89])."""
     t = x * _LOG2E + _SHIFTER
@@ -144,7 +136,8 @@ def _expm1_parts(x: Any) -> tuple:
     r2 = r * r  # Estrin's scheme: a shorter dependency chain than Horner's (latency)
     q = (((_Q0 + _Q1 * r) + (_Q2 + _Q3 * r) * r2)
          + ((_Q4 + _Q5 * r) + (_Q6 + _Q7 * r) * r2) * (r2 * r2))
-    return _from_bits((_bits(t) + 1023) << 52), r * q
+    # (bit views written out: each helper call costs an inlining per call site in Numba)
+    return np.int64((np.float64(t).view(np.int64) + 1023) << 52).view(np.float64), r * q
 
 
 def exp32(x: Any) -> Any:
@@ -175,9 +168,9 @@ def tanh32(x: Any) -> Any:
 
 def _log_positive(y: Any) -> Any:
     """``log`` of a positive, finite, normal float64."""
-    b = _bits(y)
+    b = np.float64(y).view(np.int64)
     e = (b >> 52) - 1023
-    m = _from_bits((b & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000)  # in [1, 2)
+    m = np.int64((b & 0xFFFFFFFFFFFFF) | 0x3FF0000000000000).view(np.float64)  # in [1, 2)
     big = m > _SQRT2
     m = m * 0.5 if big else m
     ef = np.float64(e + 1 if big else e)
@@ -215,9 +208,11 @@ def log1p32(x: Any) -> Any:
     return np.float32(_log_special(y, v))
 
 
-def _quarter_turns(a: Any, shift: float) -> tuple:
-    """For float64 ``a = |x|`` (a float32): ``f`` in [-1/2, 1/2] and ``q`` in {0, 1, 2, 3}
-    with ``a 2/pi + shift = 4n + q + f`` (see the module docstring)."""
+def _sin_turns(a: Any, shift: float) -> Any:
+    """``sin((a 2/pi + shift) pi/2)`` for float64 ``a = |x|`` (a float32): the reduction to
+    ``a 2/pi + shift = 4n + q + f`` with ``f`` in [-1/2, 1/2], ``q`` in {0, 1, 2, 3}, then
+    ``+-sin(f pi/2)`` or ``+-cos(f pi/2)`` (see the module docstring). One function, not
+    two: Numba inlines every call at every call site, nested calls included."""
     # |x| = M 2**u, M < 2**24; b = clamp(u // 28, 0, 3), a 2**-28b = M 2**(u - 28b) < 2**51.
     # The constants for b are chosen by arithmetic on 0/1 flags, exact (the D[.][j] share one
     # grid): Numba turns each `x if c else y` into basic blocks, and thousands of them in a
@@ -240,11 +235,6 @@ def _quarter_turns(a: Any, shift: float) -> tuple:
     f = (((t0 - k) + t1) + ab * d2) + ab * d3  # (t0 - k) + t1 is exact where f is small
     k = k + shift
     q = k - 4.0 * np.floor(k * 0.25)
-    return f, q
-
-
-def _sincos(f: Any, q: Any) -> Any:
-    """``sin((q + f) pi/2)`` for ``q`` in {0, 1, 2, 3}."""
     z = f * f
     z2 = z * z
     s = f * ((_S0 + _S1 * z) + z2 * ((_S2 + _S3 * z) + z2 * (_S4 + _S5 * z)))
@@ -256,14 +246,12 @@ def _sincos(f: Any, q: Any) -> Any:
 def sin32(x: Any) -> Any:
     """``sin`` of a float32 (see the module docstring)."""
     xd = np.float64(x)
-    f, q = _quarter_turns(abs(xd), 0.0)
-    return np.float32(_sincos(f, q) * math.copysign(1.0, xd))  # sin(-0) = -0
+    return np.float32(_sin_turns(abs(xd), 0.0) * math.copysign(1.0, xd))  # sin(-0) = -0
 
 
 def cos32(x: Any) -> Any:
     """``cos`` of a float32 (see the module docstring)."""
-    f, q = _quarter_turns(abs(np.float64(x)), 1.0)
-    return np.float32(_sincos(f, q))
+    return np.float32(_sin_turns(abs(np.float64(x)), 1.0))
 
 
 _compiled: dict = {}
@@ -279,8 +267,8 @@ def numba_helpers(*names: str) -> tuple:
     if not _compiled:
         njit = import_numba().njit
         glb = dict(globals())  # the compiled copies call each other through these globals
-        for name in ("_bits", "_from_bits", "_expm1_parts", "_log_positive", "_log_special",
-                     "_quarter_turns", "_sincos", *FUNCTIONS.values()):
+        for name in ("_expm1_parts", "_log_positive", "_log_special", "_sin_turns",
+                     *FUNCTIONS.values()):
             fn = glb[name]
             copy = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__)
             copy.__module__, copy.__qualname__ = fn.__module__, fn.__qualname__

@@ -501,6 +501,7 @@ class Kernel:
         self.flat_avals = [(max(int(np.prod(s, dtype=np.int64)), 1), d) for s, d in self.out_avals]
         self.signature = "void({})".format(", ".join(
             f"{_NUMBA_TYPES[np.dtype(v.aval.dtype)]}[::1]" for v in [*c.inputs, *self.outputs]))
+        self.n_inputs = len(c.inputs)
         self.cluster = c
         self.fn: Callable | None = None
 
@@ -514,10 +515,23 @@ class Kernel:
             with _LOCK:
                 if self.fn is None:
                     fn = _load(self.key, self.source)
-                    fn.compile(self.signature)  # now (or from the disk cache), not at a call
+                    sig = self._types()
+                    if tuple(sig.args) not in fn.signatures:  # (a kernel of the same source
+                        fn.compile(sig)  # loaded it) now, or from the disk cache, not at a call
+                    # one specialisation: read-only inputs, which writable ones convert to
+                    # (else a call with the other kind compiled the kernel a second time)
+                    fn.disable_compile()
                     # (a parallel kernel launches under the process-wide lock: see _numba)
                     self.fn = serialised(fn) if self.parallel else fn
         return self.fn
+
+    def _types(self) -> tuple:
+        """The Numba signature of :attr:`signature`, the inputs typed read-only."""
+        T = import_numba().types
+        args = [T.Array(getattr(T, _NUMBA_TYPES[np.dtype(v.aval.dtype)]), 1, "C",
+                        readonly=k < self.n_inputs)
+                for k, v in enumerate([*self.cluster.inputs, *self.outputs])]
+        return T.void(*args)
 
     def __call__(self, *arrays: Any, outs: list | None = None) -> list:
         fn = self.fn or self.compile()
