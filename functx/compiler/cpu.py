@@ -17,9 +17,17 @@ under its hash, and Numba caches the machine code beside it, so a second process
 from disk instead of compiling. Numba is imported on the first compile only.
 
 Precision: float32 stays float32 (constants are typed, functions are Numba's single-precision
-ones); float32 sums accumulate in float64 (the reduction rule's accumulator) and are rounded
-once. Results agree with the NumPy path to a few ulps per operation (transcendental
-functions come from LLVM/libm rather than NumPy's own loops).
+ones, and ``sin``, ``cos``, ``tanh``, ``exp``, ``expm1``, ``log``, ``log1p`` the vectorisable
+ones of :mod:`functx.compiler._vecmath`, at most 1 ulp from the correctly rounded value);
+float32 sums accumulate in float64 (the reduction rule's accumulator) and are rounded once.
+Results agree with the NumPy path to a few ulps per operation (transcendental functions
+come from LLVM/libm or _vecmath rather than NumPy's own loops).
+
+A kernel calling _vecmath allows fused multiply-adds (``fastmath={'contract'}``: its
+polynomials run 18% faster; other kernels keep ``fastmath=False``), and a parallel flat
+one is written as a serial body function over a slice, two interleaved streams per
+iteration, and a ``prange`` over 64 slices calling it (:func:`_outline`: compile time and
+latency).
 """
 from __future__ import annotations
 
@@ -27,12 +35,14 @@ import hashlib
 import importlib.util
 import math
 import os
+import re
 import sys
 import threading
 from typing import Any, Callable
 
 import numpy as np
 
+from functx.compiler import _vecmath
 from functx.compiler.partition import Cluster, calls, literal_expr, operand_dtype, scalar_expr
 from functx.compiler.program import LoopNest, contiguous_strides
 from functx.ir import Literal, Var
@@ -47,17 +57,26 @@ __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTO
 # loaded machine a parallel loop waits for its slowest thread).
 PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 
-# Functions NumPy evaluates with SIMD loops several times faster than Numba's scalar libm
-# calls, and by how much (measured on x86-64 with NumPy 2.4, 1M elements, one thread:
-# float32 sin 3.5 vs 34 ns, tanh 1.5 vs 128 ns, exp 3.0 vs 27 ns; float64 tanh 9.9 vs 119
-# ns, exp 7.4 vs 41 ns, log 5.0 vs 47 ns). NumPy's loop runs on one thread, a fused loop on
-# all: on arrays of at least VECTOR_MIN elements an equation calling one of them stays a
-# NumPy call (the arithmetic around it still fuses) when the machine has fewer threads than
-# that ratio. Measured on ew24 (jit(grad), 1024x1024 float32): on 2 cores every function
-# vetoed 38 ms, all fused 260 ms; on 16 cores every function vetoed 45 ms, all fused 17 ms,
-# only tanh vetoed (what this rule picks there) 14 ms.
-NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 10, "cos": 10, "tanh": 85, "exp": 9, "log": 10},
-                 np.dtype(np.float64): {"tanh": 12, "exp": 5.5, "log": 9.4}}
+# Functions NumPy evaluates with SIMD loops faster than a fused loop, and by how much: the
+# cost per element of a call inside a fused loop over NumPy's loop, one thread each.
+# NumPy's loop runs on one thread, a fused loop on all: on arrays of at least VECTOR_MIN
+# elements an equation calling one of them stays a NumPy call (the arithmetic around it
+# still fuses) when the machine has fewer threads than that ratio.
+# float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath (vectorised
+# arithmetic; before session 8, scalar libm at 5-27x NumPy's cost). Its ratios are those of
+# a dependent chain of calls (benchmarks/bench_vecmath.py, "chain" columns), as in a fused
+# kernel, where latency rather than throughput bounds a loop body: 2.5-6x, against 1.3-3x
+# for independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements), rounded up (exp: on
+# 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy). float64 keeps libm
+# (its ratios: independent calls). ew24 (jit(grad), 1024x1024 float32), one thread, CPU
+# time: every function left to NumPy 16-18 ms, all fused 31 ms (with libm: 128 ms; JAX
+# jit: 55 ms); on 2 cores 16 ms and 31 ms: NumPy's loops win there, on 16 cores all fuse.
+# (On a 16-core host before _vecmath: left to NumPy 45 ms, all fused with libm 17 ms, only
+# tanh left 14 ms, JAX 8.6 ms.)
+NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5.5, "tanh": 4, "exp": 2.5,
+                                        "expm1": 2.5, "log": 4.5, "log1p": 4.5},
+                 np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
+                                        "log1p": 8}}
 VECTOR_MIN = 4096
 
 
@@ -136,6 +155,7 @@ class _Emitter:
     def __init__(self) -> None:
         self.consts: dict = {}
         self.n = 0
+        self.helpers: set = set()  # functx.compiler._vecmath functions called
 
     def constant(self, e: Expr) -> str:
         key = (e.dtype.str, repr(e.value))
@@ -159,8 +179,12 @@ class _Emitter:
         args = [self.expr(a, lines, memo) for a in e.args]
         op = e.op
         if op == "call":
-            # Numba's functions of float32 return float32 (checked by the tests): no cast
-            text = f"{_FUNCS[e.value]}({', '.join(args)})"
+            helper = _vecmath.FUNCTIONS.get(e.value)
+            if helper and e.dtype == np.float32 and all(a.dtype == np.float32 for a in e.args):
+                self.helpers.add(helper)  # vectorisable arithmetic instead of libm
+                text = f"{helper}({', '.join(args)})"
+            else:  # Numba's functions of float32 return float32 (checked by the tests)
+                text = f"{_FUNCS[e.value]}({', '.join(args)})"
         elif op in _BINOPS:
             text = f"({args[0]} {_BINOPS[op]} {args[1]})"
         elif op == "neg":
@@ -206,12 +230,13 @@ def _offset(strides: list, loop_vars: list) -> str:
     return " + ".join(terms) or "0"
 
 
-def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset]:
+def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset, tuple]:
     """The Numba source of cluster ``c`` as a function ``name(in..., out...)`` of flat
     contiguous arrays, the cluster's output variables in argument order, whether it
-    runs in parallel, and the (input, output) index pairs that may share memory: the input
-    is read only at the element the output writes, before it is written (no reduction,
-    no broadcast or transposed read of it), so the kernel may run in place."""
+    runs in parallel, the (input, output) index pairs that may share memory (the input
+    is read only at the element the output writes, before it is written: no reduction,
+    no broadcast or transposed read of it, so the kernel may run in place), and the
+    :mod:`functx.compiler._vecmath` functions the source calls (sorted names)."""
     size = int(np.prod(c.shape, dtype=np.int64))
     parallel = size >= PARALLEL_MIN
     plan = _Plan(c)
@@ -370,23 +395,87 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset]:
             src.append(f"        {acc} = {step}")
         for oname, op, acc, dt_out in finals:
             src.append(f"    {oname}[0] = {_typed(dt_out, acc)}")
+    strides: dict = {}  # array -> its strides along the (single) loop
+    for lname, op, arr in loads.values():
+        strides.setdefault(arr, set()).add(plan.operands[op][0] if L == 1 else None)
+    for kind, v, oname, op in stores:
+        strides.setdefault(oname, set()).add(plan.operands[op][0] if L == 1 else None)
+    outlined = em.helpers and parallel and L == 1 and not red_out and all(
+        st <= {0} or st == {1} for st in strides.values())
+    if outlined:
+        src = _outline(src, name, in_names + out_names, len(em.const_lines), plan.sizes[0],
+                       [a for a, st in strides.items() if st == {1}])
+    else:
+        src.insert(0, _decorator("prange(" in "".join(src), bool(em.helpers)))
     text = "\n".join(src) + "\n"
     inplace: set = set()
-    if not red_out:
+    if not red_out and not (outlined and plan.sizes[0] % 2):
         for j, (kind, v, oname, op) in enumerate(stores):
             for i, u in enumerate(c.inputs):
                 ops = [o for (lv, _ax), (_l, o, _a) in loads.items() if lv is u]
                 if ops and tuple(u.aval.shape) == tuple(v.aval.shape) and all(
                         plan.operands[o] == plan.operands[op] for o in ops):
                     inplace.add((i, j))
-    return text, outs, "prange(" in text, frozenset(inplace)  # (parallel where a loop can be)
+    return text, outs, "prange(" in text, frozenset(inplace), tuple(sorted(em.helpers))
+
+
+_LOCAL = re.compile(r"\b([atv]\d+)\b")  # the loop body's per-element names
+
+
+def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
+             sliced: list) -> list:
+    """The parallel kernel ``src`` (its definition, ``n_consts`` constant lines, then one
+    flat loop ``for i0 in prange(n0)`` reading the arrays ``sliced`` at ``i0`` and the others
+    at 0) as a serial function ``{name}_body(args..., lo, hi)`` for the elements
+    ``[lo, hi)``, and the kernel calling it on :data:`CHUNKS` slices in parallel (of even
+    sizes, but the last one when ``n0`` is odd).
+
+    For kernels calling :mod:`functx.compiler._vecmath`. Numba inlines those functions into
+    its IR, and on big loop bodies its passes over a ``prange`` loop (copy propagation) take
+    quadratic time: compiling the ew24 gradient's kernel took 26 s, 8 s outlined. The body
+    slices its arrays and loops from 0: indexed from ``lo`` instead, LLVM vectorised a loop
+    with three outputs no more (30 ns per element instead of 5). And the body runs two
+    streams, the slice's halves, statement by statement interleaved: a chain of these
+    functions is bound by latency (each iteration is too long for the CPU to overlap the
+    next), and two independent chains in one iteration took ew24's gradient from 44 to 26
+    ns per element (twice the compile time). With an odd count the halves share their
+    middle element, computed twice (so such a kernel must not run in place)."""
+    streams = []
+    for k in (0, 1):
+        def rename(line: str, k: int = k) -> str:
+            line = _LOCAL.sub(lambda m: f"{m.group(1)}_{k}", line)
+            for a in sliced:
+                line = re.sub(rf"\b{a}\[", f"{a}_{k}[", line)
+            return line
+        streams.append([rename(ln) for ln in src[2 + n_consts:]])
+    body = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2",
+            *[f"    {a}_0 = {a}[lo:lo + h]" for a in sliced],
+            *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *src[1:1 + n_consts],
+            "    for i0 in range(h):", *[ln for pair in zip(*streams) for ln in pair]]
+    P, H = min(CHUNKS, n0 // 2), n0 // 2
+    return [_decorator(False, True), *body, "", "", _decorator(True), src[0],
+            f"    for c in prange({P}):",
+            f"        hi = {n0} if c == {P - 1} else 2 * ((c + 1) * {H} // {P})",
+            f"        {name}_body({', '.join(args)}, 2 * (c * {H} // {P}), hi)"]
 
 
 _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
                 np.dtype(np.bool_): "boolean", np.dtype(np.int32): "int32",
                 np.dtype(np.int64): "int64"}
-_HEADER = ("import math\nimport numpy as np\nfrom numba import njit, prange\n\n\n"
-           "@njit(parallel={parallel}, fastmath=False, error_model='numpy', cache=True)\n")
+_HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n"
+# float32 transcendentals (functx.compiler._vecmath); its VERSION in the source (the cache
+# key) makes a change of those functions recompile the kernels that inline them
+_HELPERS = ("from functx.compiler._vecmath import numba_helpers\n"
+            "{names} = numba_helpers({quoted})  # vecmath {version}\n")
+
+
+def _decorator(parallel: bool, contract: bool = False) -> str:
+    """``contract``: allow fused multiply-adds (a loop calling _vecmath: its polynomials and
+    reductions are written for either rounding; 18% less time on ew24's gradient)."""
+    fastmath = "{'contract'}" if contract else "False"
+    return f"@njit(parallel={parallel}, fastmath={fastmath}, error_model='numpy', cache=True)"
+
+
 _LOCK = threading.Lock()
 
 
@@ -400,8 +489,11 @@ class Kernel:
     share memory with an input only for the pairs in ``kernel.inplace``."""
 
     def __init__(self, c: Cluster, index: int) -> None:
-        body, self.outputs, self.parallel, self.inplace = generate(c, "kernel")
-        self.source = _HEADER.format(parallel=self.parallel) + body
+        body, self.outputs, self.parallel, self.inplace, helpers = generate(c, "kernel")
+        self.source = _HEADER + (_HELPERS.format(
+            names=", ".join(helpers) + ("," if len(helpers) == 1 else ""),
+            quoted=", ".join(repr(h) for h in helpers), version=_vecmath.VERSION)
+            if helpers else "") + "\n\n" + body
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:20]
         self.name = f"fused_{index}"
         self.key = f"functx_kernel_{digest}"
@@ -409,6 +501,7 @@ class Kernel:
         self.flat_avals = [(max(int(np.prod(s, dtype=np.int64)), 1), d) for s, d in self.out_avals]
         self.signature = "void({})".format(", ".join(
             f"{_NUMBA_TYPES[np.dtype(v.aval.dtype)]}[::1]" for v in [*c.inputs, *self.outputs]))
+        self.n_inputs = len(c.inputs)
         self.cluster = c
         self.fn: Callable | None = None
 
@@ -422,10 +515,23 @@ class Kernel:
             with _LOCK:
                 if self.fn is None:
                     fn = _load(self.key, self.source)
-                    fn.compile(self.signature)  # now (or from the disk cache), not at a call
+                    sig = self._types()
+                    if tuple(sig.args) not in fn.signatures:  # (a kernel of the same source
+                        fn.compile(sig)  # loaded it) now, or from the disk cache, not at a call
+                    # one specialisation: read-only inputs, which writable ones convert to
+                    # (else a call with the other kind compiled the kernel a second time)
+                    fn.disable_compile()
                     # (a parallel kernel launches under the process-wide lock: see _numba)
                     self.fn = serialised(fn) if self.parallel else fn
         return self.fn
+
+    def _types(self) -> tuple:
+        """The Numba signature of :attr:`signature`, the inputs typed read-only."""
+        T = import_numba().types
+        args = [T.Array(getattr(T, _NUMBA_TYPES[np.dtype(v.aval.dtype)]), 1, "C",
+                        readonly=k < self.n_inputs)
+                for k, v in enumerate([*self.cluster.inputs, *self.outputs])]
+        return T.void(*args)
 
     def __call__(self, *arrays: Any, outs: list | None = None) -> list:
         fn = self.fn or self.compile()
