@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from typing import Any, Hashable, Iterator
 
 from functx import ir
@@ -198,9 +199,16 @@ def _sub_traces(value: Any) -> list:
     return []
 
 
+_CALLS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+
+
 def calls_collectives(trace: Any) -> bool:
-    """Whether ``trace`` or a body inside it (a loop's, ``checkpoint``'s) runs a collective."""
-    return any(uses_named_axes(e.prim, e.params) for e in trace.eqns)
+    """Whether ``trace`` or a body inside it (a loop's, ``checkpoint``'s) runs a collective
+    (memoised per trace: traces are immutable)."""
+    hit = _CALLS.get(trace)
+    if hit is None:
+        hit = _CALLS[trace] = any(uses_named_axes(e.prim, e.params) for e in trace.eqns)
+    return hit
 
 
 def uses_named_axes(prim: Any, params: dict) -> bool:
