@@ -179,6 +179,19 @@ def test_primitive_lu_solve_paths_match_numpy(numba: str, dtype: Any,
             want = np.linalg.solve(np.conj(op) if trans == 2 else op, b)
             assert x.dtype == np.dtype(dtype)
             close(x, want, tol)
+            inv = np.asarray(dec.lu_inverse(lu, perm, trans=trans))
+            want = np.linalg.inv(np.conj(op) if trans == 2 else op)
+            assert inv.dtype == np.dtype(dtype) and inv.shape == a.shape
+            close(inv, want, tol)
+
+
+@pytest.mark.parametrize("numba", ["1", "0"])
+def test_slogdet_gradient_of_a_stack_with_a_singular_matrix(numba: str, monkeypatch: Any) -> None:
+    monkeypatch.setenv("FUNCTX_NUMBA", numba)
+    a = np.stack([np.eye(3) * 2.0, np.diag([1.0, 0.0, 1.0])])
+    g = np.asarray(fx.grad(lambda x: fnp.sum(fnp.linalg.slogdet(x).logabsdet))(a))
+    close(g[0], np.eye(3) / 2.0, 1e-12)
+    assert not np.isfinite(g[1]).all()
 
 
 def test_slogdet_sign_and_singular() -> None:

@@ -320,7 +320,7 @@ def _slogdet_bwd(res: tuple, cts: tuple) -> tuple:
     lu, perm, sign = res
     ct_sign, ct_log = cts
     n = lu.shape[-1]
-    inv_t = _dec.lu_solve(lu, perm, _eye_like(lu, n), trans=1)  # a^-T
+    inv_t = _dec.lu_inverse(lu, perm, trans=1)  # a^-T
     if not fnp.iscomplexobj(lu):
         return (ct_log[..., None, None] * inv_t,)
     # d logabsdet = Re t and d sign = i sign Im t with t = tr(a^-1 da) = sum(a^-T * da):

@@ -137,9 +137,10 @@ def njit_variant(fn: Any, variant: str, **options: Any) -> Any:
     return serialised(kernel) if options.get("parallel") else kernel
 
 
-def compile_loop(fn: Any, parallel: bool) -> Any:
+def compile_loop(fn: Any, parallel: bool, **options: Any) -> Any:
     """``fn`` compiled with its module-level name ``_prange`` bound to ``numba.prange``
-    (``parallel``: its loop spread over the cores) or ``range`` (one core).
+    (``parallel``: its loop spread over the cores) or ``range`` (one core); ``options``
+    go to ``numba.njit`` (``error_model="numpy"``: a division by zero gives inf/NaN).
 
     Kernel modules (``functx.primitives._lu_kernels``, ``..elementwise._erf32``) write their
     outer loop as ``for i in _prange(n)`` with ``_prange = range`` at module level, so the
@@ -152,4 +153,4 @@ def compile_loop(fn: Any, parallel: bool) -> Any:
     copy = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__)
     copy.__module__ = fn.__module__
     copy.__qualname__ = fn.__qualname__
-    return njit_variant(copy, "par" if parallel else "seq", parallel=parallel)
+    return njit_variant(copy, "par" if parallel else "seq", parallel=parallel, **options)
