@@ -15,6 +15,14 @@ import scipy.linalg.blas
 import scipy.linalg.lapack
 
 
+def getrf(a: Any) -> tuple:
+    """``(lu, pivots)`` of one matrix by LAPACK's ``getrf`` on a Fortran copy, in place:
+    Fortran-ordered factors and 0-based row swaps."""
+    getrf_ = scipy.linalg.lapack.get_lapack_funcs("getrf", dtype=a.dtype)
+    lu, piv, _ = getrf_(np.array(a, order="F"), overwrite_a=1)
+    return lu, piv
+
+
 def lu_solve_blas(lu: Any, perm: Any, b: Any, trans: int) -> Any:
     """One system by two BLAS trsm calls on the factors, no copy of ``lu``: a Fortran-ordered
     ``lu`` is read as it is; a C-ordered one as the Fortran array of its transpose, each left

@@ -50,7 +50,6 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
-import scipy.linalg.lapack
 
 from functx.backends import to_numpy
 from functx.errors import ShapeError
@@ -369,8 +368,7 @@ def _lu_impl(xp, a):
     if a.ndim == 2:
         # One matrix: LAPACK's getrf on a Fortran copy, in place; the factors stay in
         # Fortran order (the BLAS solves read either order without a copy).
-        getrf = scipy.linalg.lapack.get_lapack_funcs("getrf", dtype=a.dtype)
-        lu, piv, _ = getrf(np.array(a, order="F"), overwrite_a=1)
+        lu, piv = _lapack.getrf(a)
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "singular matrix": the factors are still right
