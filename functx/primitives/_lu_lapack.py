@@ -23,6 +23,20 @@ def getrf(a: Any) -> tuple:
     return lu, piv
 
 
+def getrf_stack(a: Any) -> tuple:
+    """``(lu, pivots)`` of every matrix of a stack ``(..., m, n)``: ``getrf`` in place on each
+    matrix of one copy whose matrices are Fortran-ordered (one call per matrix, without
+    SciPy's per-matrix checks and copies of ``lu_factor``); C-ordered factors."""
+    *batch, m, n = a.shape
+    work = np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape((-1, n, m))  # a[i] = work[i].T
+    piv = np.empty((work.shape[0], min(m, n)), np.int32)
+    getrf_ = scipy.linalg.lapack.get_lapack_funcs("getrf", dtype=a.dtype)
+    for i in range(work.shape[0]):
+        piv[i] = getrf_(work[i].T, overwrite_a=1)[1]
+    lu = np.ascontiguousarray(np.swapaxes(work, -1, -2)).reshape(a.shape)
+    return lu, piv.reshape(tuple(batch) + (min(m, n),))
+
+
 def lu_solve_blas(lu: Any, perm: Any, b: Any, trans: int) -> Any:
     """One system by two BLAS trsm calls on the factors, no copy of ``lu``: a Fortran-ordered
     ``lu`` is read as it is; a C-ordered one as the Fortran array of its transpose, each left
