@@ -300,7 +300,9 @@ def inv(a: Any) -> Any:
 
 def _slogdet_parts(a: Any) -> tuple:
     lu, piv, perm = _dec.lu(a)
-    d = fnp.diagonal(lu, axis1=-2, axis2=-1)
+    # One matrix's factors are Fortran-ordered on the CPU (functx/primitives/decompositions.py):
+    # the diagonal of their transpose (the same numbers) is then read without a copy.
+    d = fnp.diagonal(fnp.swapaxes(lu, -1, -2) if lu.ndim == 2 else lu, axis1=-2, axis2=-1)
     absd = fnp.abs(d)
     logabs = fnp.sum(fnp.log(absd), axis=-1)
     swaps = fnp.sum(piv != fnp.arange(piv.shape[-1], dtype=piv.dtype), axis=-1)

@@ -14,13 +14,27 @@ import numpy as np
 import scipy.linalg.blas
 import scipy.linalg.lapack
 
+from functx.primitives import _lu_kernels
+
 
 def getrf(a: Any) -> tuple:
     """``(lu, pivots)`` of one matrix by LAPACK's ``getrf`` on a Fortran copy, in place:
     Fortran-ordered factors and 0-based row swaps."""
     getrf_ = scipy.linalg.lapack.get_lapack_funcs("getrf", dtype=a.dtype)
-    lu, piv, _ = getrf_(np.array(a, order="F"), overwrite_a=1)
+    lu, piv, _ = getrf_(fortran_copy(a), overwrite_a=1)
     return lu, piv
+
+
+def fortran_copy(a: Any) -> Any:
+    """A Fortran-ordered copy of the 2-D ``a`` (a tiled compiled copy where ``a`` is a big
+    C-ordered matrix)."""
+    kernel = (_lu_kernels.compiled("transpose_copy", parallel=False)
+              if a.flags.c_contiguous and a.size >= 1 << 14 else None)
+    if kernel is None:
+        return np.array(a, order="F")
+    out = np.empty(a.shape[::-1], a.dtype)
+    kernel(a, out)
+    return out.T
 
 
 def getrf_stack(a: Any) -> tuple:
