@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 import scipy.linalg.blas
 import scipy.linalg.lapack
 
@@ -42,11 +43,15 @@ def getrf_stack(a: Any) -> tuple:
     matrix of one copy whose matrices are Fortran-ordered (one call per matrix, without
     SciPy's per-matrix checks and copies of ``lu_factor``); C-ordered factors."""
     *batch, m, n = a.shape
+    if min(m, n) == 1:  # (SciPy's getrf has been seen to leave an m x 1 view unfactored)
+        lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
+        return np.ascontiguousarray(lu), piv
     work = np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape((-1, n, m))  # a[i] = work[i].T
     piv = np.empty((work.shape[0], min(m, n)), np.int32)
     getrf_ = scipy.linalg.lapack.get_lapack_funcs("getrf", dtype=a.dtype)
     for i in range(work.shape[0]):
-        piv[i] = getrf_(work[i].T, overwrite_a=1)[1]
+        lu_i, piv[i], _ = getrf_(work[i].T, overwrite_a=1)
+        _written(work[i].T, lu_i)
     lu = np.ascontiguousarray(np.swapaxes(work, -1, -2)).reshape(a.shape)
     return lu, piv.reshape(tuple(batch) + (min(m, n),))
 
@@ -131,5 +136,15 @@ def _solve_unit_lower_right(lu: Any, m: Any) -> None:
         hi = min(lo + _BLOCK, n)
         block = m[:, lo:hi]  # Fortran-contiguous columns: updated in place
         if hi < n:
-            gemm(-1.0, m[:, hi:], lu[hi:, lo:hi], beta=1.0, c=block, overwrite_c=1)
-        trsm(1.0, lu[lo:hi, lo:hi], block, side=1, lower=1, trans_a=0, diag=1, overwrite_b=1)
+            _written(block, gemm(-1.0, m[:, hi:], lu[hi:, lo:hi], beta=1.0, c=block,
+                                 overwrite_c=1))
+        _written(block, trsm(1.0, lu[lo:hi, lo:hi], block, side=1, lower=1, trans_a=0, diag=1,
+                             overwrite_b=1))
+
+
+def _written(dst: Any, result: Any) -> None:
+    """Make sure an ``overwrite_*`` call's result is in ``dst``: SciPy's wrappers work in
+    place only on arrays they take without a copy (a one-column block, for one, may be
+    copied), and return the copy otherwise."""
+    if result.ctypes.data != dst.ctypes.data:
+        dst[...] = result
