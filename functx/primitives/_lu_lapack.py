@@ -8,6 +8,7 @@ transpose (``L^T`` unit upper, ``U^T`` lower), with the solves transposed to mat
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,9 @@ def getrf_stack(a: Any) -> tuple:
     SciPy's per-matrix checks and copies of ``lu_factor``); C-ordered factors."""
     *batch, m, n = a.shape
     if min(m, n) == 1:  # (SciPy's getrf has been seen to leave an m x 1 view unfactored)
-        lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "singular matrix": the factors are still right
+            lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
         return np.ascontiguousarray(lu), piv
     work = np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape((-1, n, m))  # a[i] = work[i].T
     piv = np.empty((work.shape[0], min(m, n)), np.int32)

@@ -699,6 +699,9 @@ def _lu_inverse_impl(xp, lu, perm, *, trans):
                np.ascontiguousarray(perm, np.int64).reshape((count, n)), out,
                1 if trans else 0, trans == 2 and np.dtype(lu.dtype).kind == "c")
         return xp.asarray(out.reshape(lu.shape))
+    if count == 1:  # (no stack: a^-T of a Fortran lu comes C-ordered, uncopied)
+        return xp.asarray(_lapack.lu_inverse_blas(lu.reshape((n, n)), perm.reshape((n,)),
+                                                  trans).reshape(lu.shape))
     flu, fperm = lu.reshape((count, n, n)), perm.reshape((count, n))
     out = np.stack([_lapack.lu_inverse_blas(flu[i], fperm[i], trans) for i in range(count)])
     return xp.asarray(out.reshape(lu.shape))
