@@ -1,8 +1,9 @@
-"""The LU solves of functx/primitives/decompositions.py for one matrix on the CPU, by BLAS and
-LAPACK through SciPy (``lu_solve``'s and ``lu_inverse``'s implementations for a single or a
-big matrix; stacks of small ones go through the compiled loops of ``_lu_kernels``).
+"""The LU factorisations and solves of functx/primitives/decompositions.py on the CPU, by BLAS
+and LAPACK through SciPy: ``getrf`` of one matrix (Fortran-ordered factors) or of a stack
+(C-ordered), and ``lu_solve``'s and ``lu_inverse``'s implementations for a single or a big
+matrix (stacks of small ones go through the compiled loops of ``_lu_kernels``).
 
-Both read the packed factors ``lu`` (``a[perm] = L U``) in either memory order without a
+The solves read the packed factors ``lu`` (``a[perm] = L U``) in either memory order without a
 copy: a Fortran-ordered ``lu`` as it is, a C-ordered one as the Fortran array of its
 transpose (``L^T`` unit upper, ``U^T`` lower), with the solves transposed to match.
 """
@@ -53,8 +54,9 @@ def getrf_stack(a: Any) -> tuple:
     piv = np.empty((work.shape[0], min(m, n)), np.int32)
     getrf_ = scipy.linalg.lapack.get_lapack_funcs("getrf", dtype=a.dtype)
     for i in range(work.shape[0]):
-        lu_i, piv[i], _ = getrf_(work[i].T, overwrite_a=1)
-        _written(work[i].T, lu_i)
+        view = work[i].T
+        lu_i, piv[i], _ = getrf_(view, overwrite_a=1)
+        _written(view, lu_i)
     lu = np.ascontiguousarray(np.swapaxes(work, -1, -2)).reshape(a.shape)
     return lu, piv.reshape(tuple(batch) + (min(m, n),))
 
@@ -149,5 +151,6 @@ def _written(dst: Any, result: Any) -> None:
     """Make sure an ``overwrite_*`` call's result is in ``dst``: SciPy's wrappers work in
     place only on arrays they take without a copy (a one-column block, for one, may be
     copied), and return the copy otherwise."""
-    if result.ctypes.data != dst.ctypes.data:
+    if result is not dst and result.__array_interface__["data"][0] != \
+            dst.__array_interface__["data"][0]:
         dst[...] = result
