@@ -242,7 +242,10 @@ def _lu_solve_fwd(a: Any, b: Any) -> tuple:
 def _lu_solve_bwd(res: tuple, ct: Any) -> tuple:
     lu, perm, x = res
     ct_b = _dec.lu_solve(lu, perm, ct, trans=1)
-    return -fnp.matmul(ct_b, fnp.swapaxes(x, -1, -2)), ct_b
+    x_t = fnp.swapaxes(x, -1, -2)
+    if x.shape[-1] <= x.shape[-2]:  # negate the smaller operand (the same bits)
+        return fnp.matmul(-ct_b, x_t), ct_b
+    return -fnp.matmul(ct_b, x_t), ct_b
 
 
 @custom_vjp
