@@ -117,15 +117,16 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers, precision=None):
     return xp.matmul(x3, y3).reshape(out_shape)
 
 
-# Double-precision products this big (m * n * k; OpenBLAS's own threshold for using its
-# threads) go through SciPy's BLAS, the library of functx's LAPACK calls (factorisations and
-# triangular solves, functx/primitives/decompositions.py). NumPy's and SciPy's wheels each
-# bundle an OpenBLAS with its own thread pool, whose threads spin for ~0.1 s after a call:
-# a factorisation, then a product in its gradient, then a triangular solve made the two
-# pools fight over the cores (on 2 cores the gradient of slogdet + solve at 1024 took 120 ms
-# instead of 80; benchmarks/README.md, session 8). Single precision stays with NumPy's
-# matmul, which the convolution and attention kernels call too (float32 networks).
-_SCIPY_GEMM_MIN_FLOPS = 1 << 18
+# Big double-precision products (m * n * k >= 2^25) go through SciPy's BLAS, the library of
+# functx's LAPACK calls (factorisations and triangular solves,
+# functx/primitives/decompositions.py). NumPy's and SciPy's wheels each bundle an OpenBLAS
+# with its own thread pool, whose threads spin for ~0.1 s after a call: a factorisation, then
+# a product in its gradient, then a triangular solve made the two pools fight over the cores
+# (on 2 cores the gradient of slogdet + solve at 1024 took 120 ms instead of 80;
+# benchmarks/README.md, session 8). Smaller products stay with NumPy's matmul, whose OpenBLAS
+# was up to 1.7x faster on some mid-sized shapes (an MLP's 784 x 128 x 256), and so does
+# single precision, which the convolution and attention kernels use too.
+_SCIPY_GEMM_MIN_FLOPS = 1 << 25
 _SCIPY_GEMM = {np.dtype(np.float64): "dgemm", np.dtype(np.complex128): "zgemm"}
 
 
