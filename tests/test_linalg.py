@@ -138,10 +138,13 @@ def test_solve_slogdet_big_and_stacked_match_jax(dtype: Any) -> None:
 def test_lu_memo_shares_one_factorisation_and_sees_mutation(monkeypatch: Any) -> None:
     import scipy.linalg
 
+    from functx.primitives import _lu_lapack
+
     calls = []
-    real = scipy.linalg.lu_factor
-    monkeypatch.setattr(scipy.linalg, "lu_factor",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    for module, name in ((scipy.linalg, "lu_factor"), (_lu_lapack, "getrf")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *a, real=real, **k: calls.append(1) or real(*a, **k))
     a, b = well(80, 80), rand(80, 3)
     f = lambda x, y: fnp.linalg.slogdet(x).logabsdet + fnp.sum(fnp.linalg.solve(x, y))
     ga, gb = fx.grad(f, argnums=(0, 1))(a, b)
@@ -179,6 +182,19 @@ def test_primitive_lu_solve_paths_match_numpy(numba: str, dtype: Any,
             want = np.linalg.solve(np.conj(op) if trans == 2 else op, b)
             assert x.dtype == np.dtype(dtype)
             close(x, want, tol)
+            inv = np.asarray(dec.lu_inverse(lu, perm, trans=trans))
+            want = np.linalg.inv(np.conj(op) if trans == 2 else op)
+            assert inv.dtype == np.dtype(dtype) and inv.shape == a.shape
+            close(inv, want, tol)
+
+
+@pytest.mark.parametrize("numba", ["1", "0"])
+def test_slogdet_gradient_of_a_stack_with_a_singular_matrix(numba: str, monkeypatch: Any) -> None:
+    monkeypatch.setenv("FUNCTX_NUMBA", numba)
+    a = np.stack([np.eye(3) * 2.0, np.diag([1.0, 0.0, 1.0])])
+    g = np.asarray(fx.grad(lambda x: fnp.sum(fnp.linalg.slogdet(x).logabsdet))(a))
+    close(g[0], np.eye(3) / 2.0, 1e-12)
+    assert not np.isfinite(g[1]).all()
 
 
 def test_slogdet_sign_and_singular() -> None:

@@ -57,7 +57,8 @@ NOT_HALF: dict[str, str] = {
        for spec_id in ("cholesky", "triangular_solve[left,lower]",
                        "triangular_solve[right,upper,T]", "triangular_solve[left,upper,H]",
                        "triangular_solve[right,lower,conj,unit]", "lu", "lu_solve[trans=0]",
-                       "lu_solve[trans=1]", "lu_solve[trans=2]", "qr", "eigh[lower]",
+                       "lu_solve[trans=1]", "lu_solve[trans=2]", "lu_inverse[trans=0]",
+                       "lu_inverse[trans=1]", "lu_inverse[trans=2]", "qr", "eigh[lower]",
                        "eigh[upper]", "svd[uv]", "svd[s]", "eig", "eig[vectors]", "schur",
                        "expm")},
 }

@@ -12,8 +12,9 @@ eigen.py):
   factorisation: ``ct_b = solve(a^T, ct)``, ``ct_a = -ct_b x^T`` (JAX's
   ``custom_linear_solve``), so the backward pass costs two triangular solves, not an LU
   derivative. ``det`` and ``slogdet``: LU as well, with the gradient ``a^-T`` (times
-  ``det``) from the same factors (JAX's ``slogdet`` JVP ``Re tr(a^-1 da)``, with the phase of
-  a complex sign). A singular ``a`` gives ``logabsdet = -inf`` and an infinite gradient.
+  ``det``) from the same factors, by the ``lu_inverse`` primitive (LAPACK's ``getri``
+  order, 4/3 n^3 flops; JAX's ``slogdet`` JVP ``Re tr(a^-1 da)``, with the phase of a
+  complex sign). A singular ``a`` gives ``logabsdet = -inf`` and an infinite gradient.
   On the CPU, ``slogdet(a)`` and ``solve(a, b)`` (or ``inv``, ``det``) on the same unchanged
   array share one factorisation (``lu``'s memo), as JAX's ``jit`` shares it by eliminating
   the common subexpression; the solves are one ``lu_solve`` primitive each.
@@ -241,7 +242,10 @@ def _lu_solve_fwd(a: Any, b: Any) -> tuple:
 def _lu_solve_bwd(res: tuple, ct: Any) -> tuple:
     lu, perm, x = res
     ct_b = _dec.lu_solve(lu, perm, ct, trans=1)
-    return -fnp.matmul(ct_b, fnp.swapaxes(x, -1, -2)), ct_b
+    x_t = fnp.swapaxes(x, -1, -2)
+    if x.shape[-1] <= x.shape[-2]:  # negate the smaller operand (the same bits)
+        return fnp.matmul(-ct_b, x_t), ct_b
+    return -fnp.matmul(ct_b, x_t), ct_b
 
 
 @custom_vjp
@@ -299,7 +303,9 @@ def inv(a: Any) -> Any:
 
 def _slogdet_parts(a: Any) -> tuple:
     lu, piv, perm = _dec.lu(a)
-    d = fnp.diagonal(lu, axis1=-2, axis2=-1)
+    # One matrix's factors are Fortran-ordered on the CPU (functx/primitives/decompositions.py):
+    # the diagonal of their transpose (the same numbers) is then read without a copy.
+    d = fnp.diagonal(fnp.swapaxes(lu, -1, -2) if lu.ndim == 2 else lu, axis1=-2, axis2=-1)
     absd = fnp.abs(d)
     logabs = fnp.sum(fnp.log(absd), axis=-1)
     swaps = fnp.sum(piv != fnp.arange(piv.shape[-1], dtype=piv.dtype), axis=-1)
@@ -319,8 +325,7 @@ def _slogdet_fwd(a: Any) -> tuple:
 def _slogdet_bwd(res: tuple, cts: tuple) -> tuple:
     lu, perm, sign = res
     ct_sign, ct_log = cts
-    n = lu.shape[-1]
-    inv_t = _dec.lu_solve(lu, perm, _eye_like(lu, n), trans=1)  # a^-T
+    inv_t = _dec.lu_inverse(lu, perm, trans=1)  # a^-T
     if not fnp.iscomplexobj(lu):
         return (ct_log[..., None, None] * inv_t,)
     # d logabsdet = Re t and d sign = i sign Im t with t = tr(a^-1 da) = sum(a^-T * da):

@@ -140,7 +140,9 @@ def njit_variant(fn: Any, variant: str, **options: Any) -> Any:
 def compile_loop(fn: Any, parallel: bool, helpers: Sequence[Callable] = (),
                  **options: Any) -> Any:
     """``fn`` compiled with its module-level name ``_prange`` bound to ``numba.prange``
-    (``parallel``: its loop spread over the cores) or ``range`` (one core).
+    (``parallel``: its loop spread over the cores) or ``range`` (one core); ``options``
+    go to ``numba.njit`` (``error_model="numpy"``: a division by zero gives inf/NaN;
+    ``fastmath={"contract"}``: fused multiply-adds, for the inlined helpers too).
 
     Kernel modules (``functx.primitives._lu_kernels``, ``..elementwise._erf32``) write their
     outer loop as ``for i in _prange(n)`` with ``_prange = range`` at module level, so the
@@ -153,8 +155,6 @@ def compile_loop(fn: Any, parallel: bool, helpers: Sequence[Callable] = (),
     (and vectorised with it). Keep helpers in ``fn``'s own module: Numba's disk cache
     checks only the source file of the function it compiles, so an edit elsewhere would
     not recompile ``fn``.
-    ``options`` go to ``numba.njit`` (``fastmath={"contract"}``: fused multiply-adds, for
-    the inlined helpers too).
     """
     numba = numba_or_none()
     glb = dict(fn.__globals__)

@@ -31,11 +31,16 @@ them in one call: NumPy's linalg routines are batched, and SciPy's (``solve_tria
   perturbations, so they get no derivative.
 
 ``lu_solve(lu, permutation, b, trans)`` solves with a factorisation (functx.numpy.linalg's
-``solve``, ``inv``, ``det``/``slogdet`` gradients): one primitive whose CPU implementation is
-one compiled loop over a stack of small matrices (Numba, the batch over the cores;
-functx/primitives/_lu_kernels.py) or two BLAS ``trsm`` calls per big matrix, and whose
-derivatives are those of the composite it stands for (the rows permuted, a gather or a
-scatter, then two ``triangular_solve``). On the CPU, ``lu`` keeps its last factorisations of
+``solve``, ``inv``, ``det`` gradients): one primitive whose CPU implementation is one
+compiled loop over a stack of small matrices (Numba, the batch over the cores;
+functx/primitives/_lu_kernels.py) or two BLAS ``trsm`` calls per big matrix
+(functx/primitives/_lu_lapack.py), and whose derivatives are those of the composite it stands
+for (the rows permuted, a gather or a scatter, then two ``triangular_solve``).
+``lu_inverse(lu, permutation, trans)`` is ``lu_solve`` with the identity (``slogdet``'s
+gradient ``a^-T``) in LAPACK's ``getri`` order, ``U^-1`` then ``U^-1 L^-1``: 4/3 n^3 flops
+instead of 2 n^3, by ``trtri`` and a blocked solve (gemm) on one matrix, or one compiled loop
+over a stack. On the CPU, one matrix is factored by ``getrf`` into Fortran-ordered factors,
+a stack by ``getrf`` on each matrix into C-ordered ones. ``lu`` keeps its last factorisations of
 big operands for one more call on the very same, unchanged array (``slogdet(a)`` and
 ``solve(a, b)`` then factor ``a`` once; see ``_lu_memo``). ``lu_pivots_to_permutation`` turns
 LAPACK's row swaps into the permutation (as JAX's; for ``functx.scipy.linalg.lu_solve``),
@@ -44,18 +49,17 @@ with no derivative.
 from __future__ import annotations
 
 import functools
-import warnings
 import weakref
 from typing import Any
 
 import numpy as np
 import scipy.linalg
-import scipy.linalg.blas
 
 from functx.backends import to_numpy
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import _lu_kernels
+from functx.primitives import _lu_lapack as _lapack
 from functx.primitives import _matrix as _m
 from functx.primitives import elementwise as _ew
 from functx.primitives import indexing as _ix
@@ -365,12 +369,14 @@ def _lu_impl(xp, a):
         hit = _lu_memo_get(a)
         if hit is not None:
             return hit
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "singular matrix": the factorisation is still right
-        lu, piv = scipy.linalg.lu_factor(a, check_finite=False)
+    if a.ndim == 2:
+        # One matrix: LAPACK's getrf on a Fortran copy, in place; the factors stay in
+        # Fortran order (the BLAS solves read either order without a copy).
+        lu, piv = _lapack.getrf(a)
+    else:  # C-ordered factors, read without a copy by the compiled loops over the stack
+        lu, piv = _lapack.getrf_stack(a)
     piv = np.asarray(piv, np.int32)[..., :k]
-    # C order once here, so that every solve with the factors reads them without a copy
-    out = tuple(xp.asarray(v) for v in (np.ascontiguousarray(lu, a.dtype), piv,
+    out = tuple(xp.asarray(v) for v in (lu.astype(a.dtype, copy=False), piv,
                                         pivots_to_permutation(np, piv, m)))
     if memo:
         _lu_memo_put(a, out)
@@ -602,32 +608,8 @@ def _lu_solve_impl(xp, lu, perm, b, *, trans):
     else:  # BLAS per matrix (a loop only over big matrices, where it costs nothing)
         out = np.empty(fb.shape, b.dtype)
         for i in range(count):
-            out[i] = _lu_solve_blas(flu[i], fperm[i], fb[i], trans)
+            out[i] = _lapack.lu_solve_blas(flu[i], fperm[i], fb[i], trans)
     return xp.asarray(out.reshape(b.shape))
-
-
-def _lu_solve_blas(lu, perm, b, trans):
-    """One system by two BLAS trsm calls on the C-ordered factors, no copy of ``lu``: a
-    C-ordered ``(n, n)`` array is the Fortran array of its transpose, so each left solve
-    ``op(T) x = y`` is done as the right solve ``x^T op(T)^T = y^T`` on Fortran arrays."""
-    trsm = scipy.linalg.blas.get_blas_funcs("trsm", dtype=lu.dtype)
-    f = np.ascontiguousarray(lu).T  # Fortran view: f = lu^T
-    if trans == 0:
-        y = np.array(b[perm], order="C").T  # y^T, Fortran
-        # L y' = y: y'^T L^T = y^T, L^T = the unit upper triangle of f
-        y = trsm(1.0, f, y, side=1, lower=0, trans_a=0, diag=1, overwrite_b=1)
-        # U x = y': x^T U^T = y'^T, U^T = the lower triangle of f
-        y = trsm(1.0, f, y, side=1, lower=1, trans_a=0, diag=0, overwrite_b=1)
-        return y.T
-    op = 2 if trans == 2 and np.dtype(lu.dtype).kind == "c" else 1
-    y = np.array(b, order="C").T
-    # U^T y = b: y^T U = b^T, U = (lower triangle of f)^T; op 2 conjugates
-    y = trsm(1.0, f, y, side=1, lower=1, trans_a=op, diag=0, overwrite_b=1)
-    # L^T z = y: z^T L = y^T, L = (unit upper triangle of f)^T
-    y = trsm(1.0, f, y, side=1, lower=0, trans_a=op, diag=1, overwrite_b=1)
-    out = np.empty_like(b)
-    out[perm] = y.T
-    return out
 
 
 def _lu_solve_numpy(lu, perm, b, trans):
@@ -691,3 +673,81 @@ def lu_solve(lu: Any, permutation: Any, b: Any, *, trans: int = 0) -> Any:
         >>> lu_solve(f, p, np.array([[5.0], [6.0]]))    # [[-4], [4.5]]
     """
     return bind(lu_solve_p, lu, permutation, b, trans=int(trans))
+
+
+# -- lu_inverse ---------------------------------------------------------------------------------
+
+lu_inverse_p = Primitive("lu_inverse")
+
+
+@lu_inverse_p.def_abstract_eval
+def _lu_inverse_aval(lu: AbstractArray, perm: AbstractArray, *, trans: int) -> AbstractArray:
+    return _lu_solve_aval(lu, perm, lu, trans=trans)
+
+
+def _lu_inverse_impl(xp, lu, perm, *, trans):
+    _m.check_array_dtype("lu_inverse", lu)
+    *batch, n, _ = lu.shape
+    count = int(np.prod(batch)) if batch else 1
+    if lu.size == 0 or (count > 1 and n <= _LU_SOLVE_STACK_MAX_N):
+        kernel = (_lu_kernels.compiled("lu_inverse_stack", parallel=count * n ** 3 > 1 << 18)
+                  if lu.size else None)
+        if kernel is None:
+            return _lu_solve_impl(xp, lu, perm, _identities(np, lu), trans=trans)
+        out = np.empty((count, n, n), lu.dtype)
+        kernel(np.ascontiguousarray(lu).reshape((count, n, n)),
+               np.ascontiguousarray(perm, np.int64).reshape((count, n)), out,
+               1 if trans else 0, trans == 2 and np.dtype(lu.dtype).kind == "c")
+        return xp.asarray(out.reshape(lu.shape))
+    if count == 1:  # (no stack: a^-T of a Fortran lu comes C-ordered, uncopied)
+        return xp.asarray(_lapack.lu_inverse_blas(lu.reshape((n, n)), perm.reshape((n,)),
+                                                  trans).reshape(lu.shape))
+    flu, fperm = lu.reshape((count, n, n)), perm.reshape((count, n))
+    out = np.stack([_lapack.lu_inverse_blas(flu[i], fperm[i], trans) for i in range(count)])
+    return xp.asarray(out.reshape(lu.shape))
+
+
+def _identities(xp: Any, like: Any) -> Any:
+    """Identity matrices shaped and typed like the stack ``like`` (a new array)."""
+    return xp.broadcast_to(xp.eye(like.shape[-1], dtype=like.dtype), like.shape).copy()
+
+
+lu_inverse_p.def_impl(_lu_inverse_impl)
+lu_inverse_p.def_impl(  # CUDA: lu_solve with the identity
+    lambda xp, lu, perm, *, trans: _cuda.lu_solve(xp, lu, perm, _identities(xp, lu), trans=trans,
+                                                  triangular_solve=_cuda.triangular_solve),
+    backend="cuda")
+
+
+def _lu_inverse_composite(lu: Any, perm: Any, *, trans: int) -> Any:
+    """What ``lu_inverse`` computes: ``lu_solve`` with the identity (its derivatives)."""
+    shape = shape_of(lu)
+    eye = _shape.broadcast_in_dim(_m.eye_like(lu, shape[-1]), shape,
+                                  (len(shape) - 2, len(shape) - 1))
+    return lu_solve(lu, perm, eye, trans=trans)
+
+
+lu_inverse_p.def_composite_rules(_lu_inverse_composite, argnums=(0,))
+lu_inverse_p.def_batch(_m.matrix_batch_rule(lu_inverse_p))
+
+
+def lu_inverse(lu: Any, permutation: Any, *, trans: int = 0) -> Any:
+    """``a^-1`` (``trans=0``), ``a^-T`` (1) or ``a^-H`` (2) of square ``a`` from its
+    :func:`lu` factors, in one primitive (``lu_solve`` with the identity, in 4/3 n^3 flops
+    instead of 2 n^3: LAPACK's ``getri`` order, by ``trtri`` and one ``trsm``, or one
+    compiled loop over a stack of small matrices).
+
+    Args:
+        lu: the packed factors ``(..., n, n)`` (from :func:`lu`).
+        permutation: ``(..., n)`` integer rows (``a[..., permutation, :] = L @ U``).
+        trans: which inverse (0, 1 or 2).
+
+    Returns:
+        An array shaped like ``lu``. Derivatives are those of :func:`lu_solve` with the
+        identity.
+
+    Example:
+        >>> f, _, p = lu(np.array([[2.0, 0.0], [0.0, 4.0]]))
+        >>> lu_inverse(f, p)    # [[0.5, 0], [0, 0.25]]
+    """
+    return bind(lu_inverse_p, lu, permutation, trans=int(trans))

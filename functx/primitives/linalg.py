@@ -17,6 +17,7 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
+import scipy.linalg.blas
 
 from functx import config
 from functx.errors import ShapeError
@@ -97,7 +98,7 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers, precision=None):
     (xc, yc), (xb, yb) = dimension_numbers
     if x.ndim == 2 and y.ndim == 2 and len(xc) == 1 and not xb:
         # A plain (possibly transposed) matrix product: BLAS takes the transposed views.
-        return xp.matmul(x if xc[0] == 1 else x.T, y if yc[0] == 0 else y.T)
+        return _matmul_2d(xp, x if xc[0] == 1 else x.T, y if yc[0] == 0 else y.T)
     # General case: x as (batch, free, contract), y as (batch, contract, free), then one
     # batched matmul on 3-D views (reshape copies only where the layout needs it).
     x_perm, y_perm, (b, m, k, n), out_shape = _contraction_plan(x.shape, y.shape,
@@ -107,13 +108,41 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers, precision=None):
     if b == 1:
         # No batch: a 2-D product, which BLAS takes on transposed views (NumPy's stacked
         # matmul falls back to a slow loop for non-contiguous operands).
-        return xp.matmul(x3[0], y3[0]).reshape(out_shape)
+        return _matmul_2d(xp, x3[0], y3[0]).reshape(out_shape)
     if k == 1:
         # Batched outer products (per-example weight gradients under vmap): einsum's
         # sum-of-products loop, 2x a broadcast multiply and far faster than a stack of
         # rank-1 matrix products.
         return xp.einsum("bi,bj->bij", x3[:, :, 0], y3[:, 0, :]).reshape(out_shape)
     return xp.matmul(x3, y3).reshape(out_shape)
+
+
+# Big double-precision products (m * n * k >= 2^25) go through SciPy's BLAS, the library of
+# functx's LAPACK calls (factorisations and triangular solves,
+# functx/primitives/decompositions.py). NumPy's and SciPy's wheels each bundle an OpenBLAS
+# with its own thread pool, whose threads spin for ~0.1 s after a call: a factorisation, then
+# a product in its gradient, then a triangular solve made the two pools fight over the cores
+# (on 2 cores the gradient of slogdet + solve at 1024 took 120 ms instead of 80;
+# benchmarks/README.md, session 8). Smaller products stay with NumPy's matmul, whose OpenBLAS
+# was up to 1.7x faster on some mid-sized shapes (an MLP's 784 x 128 x 256), and so does
+# single precision, which the convolution and attention kernels use too.
+_SCIPY_GEMM_MIN_FLOPS = 1 << 25
+_SCIPY_GEMM = {np.dtype(np.float64): "dgemm", np.dtype(np.complex128): "zgemm"}
+
+
+def _matmul_2d(xp, x, y):
+    """``x @ y`` for 2-D operands (see ``_SCIPY_GEMM_MIN_FLOPS``)."""
+    name = _SCIPY_GEMM.get(x.dtype) if xp is np else None
+    if name is None or x.shape[0] * x.shape[1] * y.shape[1] < _SCIPY_GEMM_MIN_FLOPS \
+            or y.dtype != x.dtype:
+        return xp.matmul(x, y)
+    # BLAS is column-major: compute the Fortran array (x y)^T = y^T x^T, whose transpose is
+    # the C-ordered product. An operand that is C-contiguous is passed as its (Fortran)
+    # transpose with the transpose flag, so no operand is copied.
+    gemm = getattr(scipy.linalg.blas, name)
+    a, ta = (y.T, 0) if y.flags.c_contiguous else (y, 1)
+    b, tb = (x.T, 0) if x.flags.c_contiguous else (x, 1)
+    return gemm(1.0, a, b, trans_a=ta, trans_b=tb).T
 
 
 # CUDA: cuBLAS strided-batched GEMM on the operands' own layouts (no float16 upcast copy).

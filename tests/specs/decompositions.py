@@ -188,6 +188,27 @@ def _lu_solve_spec(trans: int) -> PrimSpec:
 LU_SOLVE = [_lu_solve_spec(t) for t in (0, 1, 2)]
 
 
+def _lu_inverse_spec(trans: int) -> PrimSpec:
+    def fn(f):
+        n = f.shape[-1]
+        return dec.lu_inverse(ew.add(f, _const(f, 3 * np.eye(n))), _reversed_rows(f),
+                              trans=trans)
+
+    def ref(f):
+        n = f.shape[-1]
+        f = f + 3 * np.eye(n)
+        a = ((np.tril(f, -1) + np.eye(n)) @ np.triu(f))[..., ::-1, :]  # a[::-1] = L U
+        a = a if trans == 0 else np.swapaxes(a, -1, -2)
+        return np.linalg.inv(np.conj(a) if trans == 2 else a)
+    args = st.tuples(_batch(), st.integers(1, 4)).flatmap(
+        lambda bn: st.tuples(array(bn[0] + (bn[1], bn[1]), -0.5, 0.5)))
+    return PrimSpec("lu_inverse", fn=fn, ref=ref, args=args, rtol=1e-10, atol=1e-10,
+                    label=f"trans={trans}")
+
+
+LU_INVERSE = [_lu_inverse_spec(t) for t in (0, 1, 2)]
+
+
 # -- qr --------------------------------------------------------------------------------------------
 
 def _qr_fn(x):
@@ -319,7 +340,7 @@ def _schur_ref(x):
 SCHUR = PrimSpec("schur", fn=lambda x: eigen.schur(stop_gradient(x))[0], ref=_schur_ref,
                  args=_square(), diff_argnums=(), rtol=1e-9, atol=1e-9)
 
-SPECS = [CHOLESKY, *TRSOLVE, LU, *LU_SOLVE, QR, *EIGH, *SVD, EIG, EIG_VECTORS, SCHUR]
+SPECS = [CHOLESKY, *TRSOLVE, LU, *LU_SOLVE, *LU_INVERSE, QR, *EIGH, *SVD, EIG, EIG_VECTORS, SCHUR]
 
 
 EXPM = PrimSpec("expm", fn=lambda x: eigen.expm(x), ref=lambda x: scipy.linalg.expm(x),
