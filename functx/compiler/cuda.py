@@ -355,6 +355,9 @@ class CudaKernel:
         ins = [a if a.flags.c_contiguous else cupy.ascontiguousarray(a) for a in arrays]
         if outs is None:
             outs = [cupy.empty(shape, dtype) for shape, dtype in self.out_avals]
+        elif any(o is None for o in outs):  # the memory planner gave buffers to some only
+            outs = [cupy.empty(shape, dtype) if o is None else o
+                    for o, (shape, dtype) in zip(outs, self.out_avals)]
         launch = self.launch
         parts = [cupy.empty(n, dt) for n, dt in launch.get("parts", ())] \
             if launch.get("chunks", 1) > 1 else []
