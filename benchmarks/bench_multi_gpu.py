@@ -136,19 +136,6 @@ def busbw(gpus, repeats: int, warmup: int) -> str:
             with cupy.cuda.Device(d):
                 cupy.cuda.get_current_stream().synchronize()
 
-    def functx_psum():
-        ps(xs)
-        sync_all()
-
-    def raw_nccl():
-        nccl.groupStart()
-        for c, b, o, d in zip(comms, bufs, outs, ids):
-            with cupy.cuda.Device(d):
-                c.allReduce(b.data.ptr, o.data.ptr, count, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
-                            cupy.cuda.get_current_stream().ptr)
-        nccl.groupEnd()
-        sync_all()
-
     def raw_nccl_once():
         nccl.groupStart()
         for c, b, o, d in zip(comms, bufs, outs, ids):
@@ -156,6 +143,14 @@ def busbw(gpus, repeats: int, warmup: int) -> str:
                 c.allReduce(b.data.ptr, o.data.ptr, count, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
                             cupy.cuda.get_current_stream().ptr)
         nccl.groupEnd()
+
+    def waited(call):  # one call, waited for on every GPU (latency, host time included)
+        def run():
+            call()
+            sync_all()
+        return run
+
+    functx_psum, raw_nccl = waited(lambda: ps(xs)), waited(raw_nccl_once)
 
     def back_to_back(call):  # as nccl-tests times: BACK_TO_BACK calls, then one wait
         def run():
