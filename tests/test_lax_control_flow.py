@@ -400,3 +400,69 @@ def test_loops_of_constants_that_print_run_at_every_jit_call_in_order(capsys) ->
     # a loop of constants without effects still runs once, at trace time (nothing staged)
     h = fx.jit(lambda x: x + lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0))
     assert "while" not in str(fx.make_trace(h)(np.float64(1.0)))
+
+
+# -- the VJP's weight cotangents, summed after the loop ----------------------------------
+
+def _bwd_scan(trace):
+    return next(e for e in trace.eqns if e.prim.name == "scan"
+                and e.params["name"].endswith("_bwd"))
+
+
+def transposed_rnn_loss(np_, L):
+    """An RNN whose weights are read transposed, with a negated bias (the weight
+    cotangents pass through transpose and neg on their way to the accumulator)."""
+    def loss(params, h0, xs):
+        W, U, b = params
+
+        def step(h, x):
+            h = np_.tanh(h @ W.T + x @ U - b)
+            return h, (h * h).sum(axis=-1)
+
+        h, ys = L.scan(step, h0, xs)
+        return (h ** 3).sum() + (ys * np_.arange(1.0, ys.shape[0] + 1)[:, None]).sum()
+    return loss
+
+
+@pytest.mark.parametrize("make", [rnn_loss, transposed_rnn_loss])
+def test_weight_cotangents_are_one_product_after_the_loop(make):
+    args = rnn_case(T=9, B=3, D=2, H=5)
+    f, g = make(fnp, lax), make(jnp, jax.lax)
+    trace = fx.make_trace(fx.grad(f))(*args)
+    bwd = _bwd_scan(trace)
+    # the backward step carries the hidden state's cotangent and the state passed back,
+    # not the three parameters' cotangents: those are products over (steps, batch)
+    assert bwd.params["n_carry"] == 2
+    contracting = [e.params["dimension_numbers"][0] for e in trace.eqns
+                   if e.prim.name == "dot_general"]
+    assert ((0, 1), (0, 1)) in contracting
+    want = jax.grad(g)(*args)
+    close(fx.grad(f)(*args), want)
+    close(fx.jit(fx.grad(f))(*args), want)
+    # differentiable again, and under vmap (per-sequence gradients)
+    v = jax.tree_util.tree_map(lambda a: RNG.normal(size=np.shape(a)), args[0])
+    hvp = lambda F, gr, jv: jv(lambda p: gr(F)(p, *args[1:]), (args[0],), (v,))[1]  # noqa: E731
+    close(hvp(f, fx.grad, fx.jvp), hvp(g, jax.grad, jax.jvp), rtol=1e-9)
+    seqs = RNG.normal(size=(4,) + args[2].shape)
+    close(fx.vmap(fx.grad(f), in_axes=(None, None, 0))(args[0], args[1], seqs),
+          jax.vmap(jax.grad(g), in_axes=(None, None, 0))(args[0], args[1], seqs))
+
+
+def test_sums_stay_in_the_loop_when_stacking_would_cost_more_memory():
+    from functx.lax._scan_sums import sink_sums
+
+    W, acc, h = RNG.normal(size=(16, 16)), np.zeros((16, 16)), RNG.normal(size=(32, 16))
+
+    def step(W, acc, h, x):  # acc + h^T h', the product of two per-step values
+        h2 = fnp.tanh(h @ W * x.sum())
+        return acc + h.T @ h2, h2
+
+    for x, sunk in ((np.ones((6, 1)), False), (np.ones((6, 64, 16)), True)):
+        body = fx.make_trace(step)(W, acc, h, x[0])
+        # stacking h and h' (2 x 32 x 16 per step) against the loop's own stacked input x:
+        # 1 number per step (refused), or 64 x 16 per step (taken)
+        out = sink_sums(body, [W], [acc, h], [x], (0,), length=6)
+        assert (out is not None) is sunk
+        if sunk:
+            new_body, init, finish = out
+            assert len(init) == 1 and len(new_body.outputs) == 1 + 2

@@ -48,6 +48,7 @@ from functx.transforms.checkpoint import checkpoint as remat
 from functx.transforms.checkpoint import checkpoint_p, residual_vars
 from functx.transforms.jvp import jvp
 from functx.transforms.vmap import running_axis_name, vmap
+from functx.lax._scan_sums import sink_sums
 from functx.lax._common import (ControlFlowError, as_leaf, bind_loop, describe_tree, is_float,
                                 run_closed, run_traced, strong, trace_closed,
                                 under_reverse_mode, zeros_of, batch_front)
@@ -195,11 +196,19 @@ def residual_plan(body: Trace, n_consts: int, n_carry: int) -> tuple:
 
 
 def scan_bind(body: Trace, consts: Sequence[Any], init: Sequence[Any], xs: Sequence[Any], *,
-              length: int, reverse: bool = False, unroll: int = 1, name: str = "f"
-              ) -> tuple[list, list]:
+              length: int, reverse: bool = False, unroll: int = 1, name: str = "f",
+              sums: Sequence[int] = ()) -> tuple[list, list]:
     """Bind ``scan_p`` on flat operands; returns ``(final carry, ys)``. Under reverse mode
     the body's residuals are stacked as extra outputs (see the module docstring) and
-    dropped from what is returned."""
+    dropped from what is returned. The carries listed in ``sums`` that are sums of
+    per-step products are computed after the loop (:func:`functx.lax._scan_sums.
+    sink_sums`; the VJP's cotangents of the constants)."""
+    sunk = sink_sums(body, consts, init, xs, sums, length) if sums else None
+    if sunk is not None:
+        body, small_init, finish = sunk
+        carry, ys = scan_bind(body, consts, small_init, xs, length=length, reverse=reverse,
+                              unroll=unroll, name=name)
+        return finish(carry, ys)
     n_res = 0
     operands = [*consts, *init, *xs]
     if under_reverse_mode(operands):
@@ -215,9 +224,10 @@ def scan_bind(body: Trace, consts: Sequence[Any], init: Sequence[Any], xs: Seque
 
 
 def scan_leaves(f: Callable, init: Sequence[Any], xs: Sequence[Any], *, length: int,
-                reverse: bool = False, name: str = "f") -> tuple[list, list]:
+                reverse: bool = False, name: str = "f", sums: Sequence[int] = ()
+                ) -> tuple[list, list]:
     """``scan`` on flat lists: ``f(carry_list, x_list) -> (carry_list, y_list)`` (the
-    rules' own loops; the carry types must not change)."""
+    rules' own loops; the carry types must not change; ``sums`` as :func:`scan_bind`)."""
     c_avals = [strong(abstractify(c)) for c in init]
     x_avals = [AbstractArray(abstractify(x).shape[1:], abstractify(x).dtype) for x in xs]
 
@@ -227,7 +237,7 @@ def scan_leaves(f: Callable, init: Sequence[Any], xs: Sequence[Any], *, length: 
 
     closed = trace_closed(step, (c_avals, x_avals), f"scan({name})")
     return scan_bind(closed.trace, closed.consts, init, xs, length=length, reverse=reverse,
-                     name=name)
+                     name=name, sums=sums)
 
 
 # ----------------------------------------------------------------------------------------
@@ -314,7 +324,7 @@ def _scan_vjp(cts: list, ins: tuple, out: list, *, body: Trace, n_consts: int, n
     xs_b = (list(res_vals) + [ys_vals[j] for j in ys_read] + [xs[j] for j in xs_read]
             + [fnp.astype(ct_ys[j], body.out_avals[n_carry + j].dtype) for j in y_ct])
     carry_b, ys_b = scan_leaves(step, init_b, xs_b, length=length, reverse=not reverse,
-                                name=f"{name}_bwd")
+                                name=f"{name}_bwd", sums=range(len(c_need)))
     result: list = [None] * n_ins
     for i, c in zip(c_need, carry_b[:len(c_need)]):
         result[i] = c

@@ -22,6 +22,7 @@ import scipy.linalg.blas
 from functx import config
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
+from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import add_tangents
 from functx.primitives._util import ndim_of, same_dtypes
@@ -149,6 +150,24 @@ def _matmul_2d(xp, x, y):
 dot_general_p.def_impl(_cuda.dot_general, backend="cuda")
 dot_general_p.def_impl_out(_cuda.dot_general_out, backend="cuda")  # into planned buffers
 dot_general_p.def_accumulate(_cuda.dot_general_accumulate, backend="cuda")  # beta = 1
+
+
+@dot_general_p.def_step_sum
+def _dot_general_step_sum(stacked, x, y, *, dimension_numbers, precision=None):
+    """``sum_t x_t . y_t``: the steps' axis becomes one more contracting axis of both (one
+    product with ``K`` = steps x the contracted sizes); with one operand stacked, that one
+    is summed first (the product is linear in it)."""
+    (xc, yc), (xb, yb) = dimension_numbers
+    extra = _precision_param(precision)
+    if not stacked[1]:
+        return bind(dot_general_p, _red.reduce_sum(x, (0,)), y,
+                    dimension_numbers=dimension_numbers, **extra)
+    if not stacked[0]:
+        return bind(dot_general_p, x, _red.reduce_sum(y, (0,)),
+                    dimension_numbers=dimension_numbers, **extra)
+    up = lambda axes: tuple(a + 1 for a in axes)  # noqa: E731
+    dims = (((0,) + up(xc), (0,) + up(yc)), (up(xb), up(yb)))
+    return bind(dot_general_p, x, y, dimension_numbers=dims, **extra)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -93,6 +93,9 @@ reduce_sum_p.def_impl(_sum_impl_cpu, backend="cpu")
 reduce_sum_p.def_vjp(lambda ct, ins, out, *, axes: (expand_reduced(ct, ins[0], axes),))
 reduce_sum_p.def_jvp(linear_jvp(reduce_sum_p))
 reduce_sum_p.def_batch(_axes_batch(reduce_sum_p))
+# summed over a loop's steps: the steps' axis is one more axis to sum (scan's VJP)
+reduce_sum_p.def_step_sum(lambda stacked, x, *, axes: bind(
+    reduce_sum_p, x, axes=(0,) + tuple(a + 1 for a in axes)))
 
 
 def _real_float(dtype: Any) -> bool:

@@ -184,6 +184,7 @@ def _reshape_aval(x: AbstractArray, *, new_sizes: tuple[int, ...]) -> AbstractAr
 reshape_p.def_impl(lambda xp, x, *, new_sizes: xp.reshape(x, new_sizes))
 reshape_p.def_vjp(lambda ct, ins, out, *, new_sizes: (reshape(ct, ins[0].shape),))
 reshape_p.def_jvp(_b.linear_jvp(reshape_p))
+reshape_p.def_step_sum(linear=True)
 
 
 @reshape_p.def_simplify
@@ -301,6 +302,7 @@ transpose_p.def_impl(lambda xp, x, *, permutation: xp.transpose(x, permutation))
 transpose_p.def_vjp(lambda ct, ins, out, *, permutation:
                     (transpose(ct, tuple(np.argsort(permutation).tolist())),))
 transpose_p.def_jvp(_b.linear_jvp(transpose_p))
+transpose_p.def_step_sum(linear=True)
 
 
 @transpose_p.def_simplify

@@ -81,6 +81,8 @@ memory, so ``jit``'s memory planner (``functx.compiler.memory``) can hand the st
 buffer or a donated argument; ufunc primitives get one from ``unary``/``binary``.
 ``prim.def_accumulate(fn, backend=...)`` adds a result into given memory (a GEMM with
 ``beta = 1``), for a sum whose ``sums_operands`` primitive (``add``) reads it.
+``prim.def_step_sum(fn)`` sums the primitive's results over a loop's steps from stacked
+operands (``scan``'s VJP sums weight cotangents after the loop).
 
 ``python -m functx.registry`` prints which rules every primitive has.
 """
@@ -109,7 +111,8 @@ class Primitive:
                  "vjp",
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
                  "batch", "dce", "cache_abstract_eval", "has_effects", "scalar", "simplify",
-                 "cpu_arrays_impl", "accumulate_impls", "sums_operands", "_impl_cache",
+                 "cpu_arrays_impl", "accumulate_impls", "sums_operands", "step_sum",
+                 "_impl_cache",
                  "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -161,6 +164,10 @@ class Primitive:
         # the output is the sum of the two operands (``add``): an operand that is another
         # primitive's result may be accumulated by it instead (def_accumulate)
         self.sums_operands = False
+        # optional: the sum over a loop's steps of the primitive's per-step results, from
+        # the stacked operands (def_step_sum); "linear" for a primitive linear in its one
+        # operand (the sum of its results is its result of the summed operand)
+        self.step_sum: Callable | str | None = None
         (REGISTRY if registry is None else registry).register(self)
 
     def __repr__(self) -> str:
@@ -244,6 +251,30 @@ class Primitive:
             >>> dot_general_p.def_accumulate(gemm_plus, backend="cuda")
         """
         self.accumulate_impls[backend] = fn
+        return fn
+
+    def def_step_sum(self, fn: Callable | None = None, *, linear: bool = False) -> Any:
+        """Say how the sum of this primitive's results over the steps of a loop is computed
+        from the stacked operands (optional; ``functx.lax.scan``'s VJP takes the cotangent of
+        a weight, ``sum_t x_t^T g_t``, as one product after the loop instead of one
+        accumulating product per step).
+
+        Args:
+            fn: ``fn(stacked, *operands, **params)``: the sum over the steps of the
+                primitive's result, written with ``bind``; ``stacked[i]`` says whether
+                operand ``i`` has a leading axis of steps (the others are the same at every
+                step; at least one is stacked).
+            linear: instead of ``fn``: the primitive is linear in its one operand, so the
+                sum of its results is its result of the summed operand (``transpose``).
+
+        Example:
+            >>> reduce_sum_p.def_step_sum(lambda stacked, x, *, axes:
+            ...     reduce_sum(x, (0,) + tuple(a + 1 for a in axes)))
+        """
+        if linear:
+            self.step_sum = "linear"
+            return None
+        self.step_sum = fn
         return fn
 
     def accumulate_for(self, backend_name: str) -> Callable | None:

@@ -85,6 +85,7 @@ def _integer_pow_scalar(x: Any, *, y: int) -> Any:
 neg_p = unary("neg", "negative", "number")
 neg_p.def_vjp(lambda ct, ins, out: (neg(ct),))
 neg_p.def_jvp(linear_jvp(neg_p))
+neg_p.def_step_sum(linear=True)
 neg_p.def_batch(unary_batch(neg_p))
 neg_p.def_scalar(scalar_float(lambda x: -x))
 neg_p.def_simplify(lambda args, out: _involution(args, neg_p))
