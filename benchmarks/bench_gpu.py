@@ -208,15 +208,20 @@ def fx_ln_gelu_loss(x: Any, g: Any, b: Any, G: Any) -> Any:
     return fnp.sum(fx_gelu(fx_layer_norm(x, g, b)) * 0.5 * G)
 
 
-def fx_block(p: dict, x: Any, mask: Any) -> Any:
+def fx_block(p: dict, x: Any, mask: Any, sdpa: bool = False) -> Any:
     nb, s, d = x.shape
     dh = d // HEADS
     h = fx_layer_norm(x, p["ln1_g"], p["ln1_b"])
     qkv = fnp.transpose(fnp.reshape(h @ p["w_qkv"] + p["b_qkv"], (nb, s, 3, HEADS, dh)),
                         (2, 0, 3, 1, 4))
     q, k, v = qkv[0], qkv[1], qkv[2]
-    att = fx_softmax(fnp.matmul(q, fnp.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(dh)) + mask)
-    o = fnp.reshape(fnp.transpose(fnp.matmul(att, v), (0, 2, 1, 3)), (nb, s, d))
+    if sdpa:  # functx's fused attention, as PyTorch's row uses its own
+        o = fnn.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        att = fx_softmax(fnp.matmul(q, fnp.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(dh))
+                         + mask)
+        o = fnp.matmul(att, v)
+    o = fnp.reshape(fnp.transpose(o, (0, 2, 1, 3)), (nb, s, d))
     x = x + (o @ p["w_o"] + p["b_o"])
     h = fx_gelu(fx_layer_norm(x, p["ln2_g"], p["ln2_b"]) @ p["w_1"] + p["b_1"])
     return x + (h @ p["w_2"] + p["b_2"])
@@ -224,6 +229,10 @@ def fx_block(p: dict, x: Any, mask: Any) -> Any:
 
 def fx_block_loss(p: dict, x: Any, mask: Any, G: Any) -> Any:
     return fnp.sum(fx_block(p, x, mask) * G)
+
+
+def fx_block_loss_sdpa(p: dict, x: Any, mask: Any, G: Any) -> Any:
+    return fnp.sum(fx_block(p, x, mask, sdpa=True) * G)
 
 
 FX_LOSSES = {"ew24": ew24_fn(fnp), "mlp": fx_mlp_loss, "small_mlp": fx_mlp_loss,
@@ -467,15 +476,15 @@ def systems(name: str, host_args: tuple, ctx: Context, firsts: dict[str, float],
             dev_args.append(fx.device_put(host_args, device))
         return dev_args[0]
 
-    def fx_jit() -> Callable:
+    def fx_jit(loss: Callable = f, system: str = "functx jit") -> Callable:
         args = fx_args()
-        jgrad = fx.jit(fx.value_and_grad(f))  # the loss too: jit drops unused values
+        jgrad = fx.jit(fx.value_and_grad(loss))  # the loss too: jit drops unused values
 
         def step():
             _, g = jgrad(*args)
             ctx.fx_sync()
             return g
-        firsts["functx jit"] = _first_call(step)
+        firsts[system] = _first_call(step)
         return step
 
     def fx_eager() -> Callable:
@@ -489,6 +498,8 @@ def systems(name: str, host_args: tuple, ctx: Context, firsts: dict[str, float],
         return step
 
     factories["functx jit"] = fx_jit
+    if name == "block":  # with functx's fused attention (PyTorch's row uses SDPA)
+        factories["functx jit (sdpa)"] = lambda: fx_jit(fx_block_loss_sdpa, "functx jit (sdpa)")
     factories["functx"] = fx_eager
     if name in ("mlp", "small_mlp") and device == "cuda" and host_args[1].dtype == np.float32:
         def cupy_by_hand() -> Callable:
