@@ -114,6 +114,9 @@ def _torch_steps(device: str = "cpu") -> dict:
     import torch
 
     if device != "cpu":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"PyTorch {torch.__version__} sees no CUDA device: run with a "
+                             "CUDA build of PyTorch, or uninstall it to time functx and JAX only.")
         return _torch_device_steps(torch, device)
 
     def solve(a, b):
@@ -201,10 +204,14 @@ def main() -> None:
     if args.device != "cpu":  # before JAX starts: not 75% of the card for JAX alone
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     systems = {"functx": _functx_steps(args.device)}
+    missing = []
     if _have("torch"):
         systems["torch eager"] = _torch_steps(args.device)
     if _have("jax"):
-        systems["jax jit"] = _jax_steps(args.device)
+        try:
+            systems["jax jit"] = _jax_steps(args.device)
+        except RuntimeError as e:  # (a JAX without a GPU backend on a GPU host)
+            missing.append(f"JAX on {args.device}: {str(e).splitlines()[0]}")
     repeats, warmup = (5, 1) if args.quick else (15, 2)
     mods = {}
     for name in ("numpy", "scipy", "torch", "jax"):
@@ -214,6 +221,8 @@ def main() -> None:
     if args.device != "cpu":
         print(f"- device: {args.device}, card **{_card_name()}**; every system on it (inputs put "
               "there before timing, each step synchronised)")
+    for why in missing:
+        print(f"- missing peer: {why}")
     print("\n| workload | functx ms | torch eager ms | jax jit ms | torch ÷ functx | "
           "jax ÷ functx |\n|---|---:|---:|---:|---:|---:|")
     for title, data in _workloads(args.quick):

@@ -206,6 +206,9 @@ def _device_workloads(x_host: np.ndarray, w_host: np.ndarray, peers: bool,
     if peers and _have("torch"):
         import torch
 
+        if not torch.cuda.is_available():
+            raise SystemExit(f"PyTorch {torch.__version__} sees no CUDA device: rerun with "
+                             "--no-peers, or with a CUDA build of PyTorch.")
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         dev = torch.device(device)
@@ -239,7 +242,11 @@ def _device_workloads(x_host: np.ndarray, w_host: np.ndarray, peers: bool,
         import jax.numpy as jnp
 
         jax.config.update("jax_default_matmul_precision", "highest")
-        gpu = jax.devices("gpu")[0]
+        try:
+            gpu = jax.devices("gpu")[0]
+        except RuntimeError as e:  # (a JAX without a GPU backend on a GPU host)
+            print(f"JAX on {device} skipped: {str(e).splitlines()[0]}", file=sys.stderr)
+            return out
         jx, jw = jax.device_put(x_host, gpu), jax.device_put(w_host, gpu)
         jwk = jw[:K]
         j_sort = jax.jit(jnp.sort)
