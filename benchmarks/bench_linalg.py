@@ -12,12 +12,21 @@ Workloads (float64, gradients with respect to every input):
 Every system's result is checked against functx's before timing; times are medians of
 interleaved repeats (``_harness.py``), with the ratio of functx to each peer.
 
-Usage: ``python benchmarks/bench_linalg.py [--quick]``
+``--device cuda`` runs the same workloads on the GPU, every system in this one process on the
+same card: functx's arrays put there with ``functx.device_put`` (eager ``grad``, as on the
+CPU; arrays created inside, such as the GP's identity, on ``functx.default_device("cuda")``),
+PyTorch eager on ``torch.device("cuda")`` (TF32 off), JAX ``jit`` on its GPU backend (default
+matmul precision "highest"). Inputs are put on the device once, before timing; every timed
+step ends by waiting for the device (CuPy's current stream, ``torch.cuda.synchronize``,
+``block_until_ready``). The card's name is printed with the table.
+
+Usage: ``python benchmarks/bench_linalg.py [--quick] [--device {cpu,cuda}]``
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -70,17 +79,45 @@ def _workloads(quick: bool) -> list:
             ("gp nll 2000" if not quick else "gp nll 500", _gp_data(500 if quick else 2000))]
 
 
-def _functx_steps() -> dict:
+def _functx_steps(device: str = "cpu") -> dict:
     f = lambda a, b: fnp.sum(fnp.linalg.slogdet(a).logabsdet) + fnp.sum(fnp.linalg.solve(a, b))
     g = fx.grad(f, argnums=(0, 1))
     gp = fx.grad(lambda p, x, y: _gp_nll(
         fnp, lambda k: fsl.cholesky(k, lower=True),
         lambda L, v: fsl.cho_solve((L, True), v), p, x, y))
-    return {"solve": g, "gp": gp}
+    if device == "cpu":
+        return {"solve": g, "gp": gp}
+    sync = _device_sync(device)
+
+    def on_device(fn: Callable) -> Callable:
+        def step(*args: Any) -> Any:
+            with fx.default_device(device):  # (the GP's eye is created inside)
+                out = fn(*args)
+            sync()
+            return out
+        return step
+    return {"solve": on_device(g), "gp": on_device(gp),
+            "put": lambda data: fx.device_put(data, device), "host": fx.to_numpy}
 
 
-def _torch_steps() -> dict:
+def _device_sync(device: str) -> Callable[[], None]:
+    """Waits for functx's work on ``device`` (CuPy's current stream on CUDA)."""
+    if device == "cuda":
+        import cupy
+
+        return cupy.cuda.get_current_stream().synchronize
+    backend = fx.get_backend(device.split(":")[0])
+    return backend.synchronize
+
+
+def _torch_steps(device: str = "cpu") -> dict:
     import torch
+
+    if device != "cpu":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"PyTorch {torch.__version__} sees no CUDA device: run with a "
+                             "CUDA build of PyTorch, or uninstall it to time functx and JAX only.")
+        return _torch_device_steps(torch, device)
 
     def solve(a, b):
         a = torch.tensor(a, requires_grad=True)
@@ -100,44 +137,102 @@ def _torch_steps() -> dict:
     return {"solve": solve, "gp": gp}
 
 
-def _jax_steps() -> dict:
+def _torch_device_steps(torch: Any, device: str) -> dict:
+    """PyTorch eager on the GPU: the inputs put there once (``put``), each step a fresh leaf
+    of them (no copy), ending with ``torch.cuda.synchronize``."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device(device)
+    leaf = lambda t: t.detach().requires_grad_()  # noqa: E731
+
+    def solve(a, b):
+        a, b = leaf(a), leaf(b)
+        (torch.linalg.slogdet(a).logabsdet.sum() + torch.linalg.solve(a, b).sum()).backward()
+        torch.cuda.synchronize()
+        return a.grad, b.grad
+
+    def gp(p, x, y):
+        p = leaf(p)
+        tns = type("ns", (), dict(exp=torch.exp, sum=torch.sum, log=torch.log,
+                                  diag=torch.diagonal,
+                                  eye=lambda n: torch.eye(n, dtype=torch.float64, device=dev)))
+        nll = _gp_nll(tns, torch.linalg.cholesky,
+                      lambda L, v: torch.cholesky_solve(v[:, None], L)[:, 0], p, x, y)
+        nll.backward()
+        torch.cuda.synchronize()
+        return p.grad
+    return {"solve": solve, "gp": gp,
+            "put": lambda data: tuple(torch.as_tensor(d, device=dev) for d in data),
+            "host": lambda out: tuple(t.detach().cpu().numpy() for t in out)
+            if isinstance(out, tuple) else out.detach().cpu().numpy()}
+
+
+def _jax_steps(device: str = "cpu") -> dict:
     import jax
     import jax.numpy as jnp
     import jax.scipy.linalg as jsl
 
     jax.config.update("jax_enable_x64", True)
+    if device != "cpu":
+        jax.config.update("jax_default_matmul_precision", "highest")
     f = lambda a, b: jnp.sum(jnp.linalg.slogdet(a)[1]) + jnp.sum(jnp.linalg.solve(a, b))
     g = jax.jit(jax.grad(f, argnums=(0, 1)))
     gp = jax.jit(jax.grad(lambda p, x, y: _gp_nll(
         jnp, lambda k: jsl.cholesky(k, lower=True),
         lambda L, v: jsl.cho_solve((L, True), v), p, x, y)))
     done = lambda out: jax.block_until_ready(out)
-    return {"solve": lambda a, b: done(g(a, b)), "gp": lambda p, x, y: done(gp(p, x, y))}
+    steps = {"solve": lambda a, b: done(g(a, b)), "gp": lambda p, x, y: done(gp(p, x, y))}
+    if device != "cpu":
+        gpu = jax.devices("gpu")[0]
+        steps["put"] = lambda data: tuple(jax.device_put(d, gpu) for d in data)
+    return steps
+
+
+def _card_name() -> str:
+    import cupy
+
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where every system runs (default: cpu)")
     args = ap.parse_args()
-    systems = {"functx": _functx_steps()}
+    if args.device != "cpu":  # before JAX starts: not 75% of the card for JAX alone
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    systems = {"functx": _functx_steps(args.device)}
+    missing = []
     if _have("torch"):
-        systems["torch eager"] = _torch_steps()
+        systems["torch eager"] = _torch_steps(args.device)
     if _have("jax"):
-        systems["jax jit"] = _jax_steps()
+        try:
+            systems["jax jit"] = _jax_steps(args.device)
+        except RuntimeError as e:  # (a JAX without a GPU backend on a GPU host)
+            missing.append(f"JAX on {args.device}: {str(e).splitlines()[0]}")
     repeats, warmup = (5, 1) if args.quick else (15, 2)
     mods = {}
     for name in ("numpy", "scipy", "torch", "jax"):
         if _have(name):
             mods[name] = __import__(name)
     print(environment_report(mods, ROOT))
+    if args.device != "cpu":
+        print(f"- device: {args.device}, card **{_card_name()}**; every system on it (inputs put "
+              "there before timing, each step synchronised)")
+    for why in missing:
+        print(f"- missing peer: {why}")
     print("\n| workload | functx ms | torch eager ms | jax jit ms | torch ÷ functx | "
           "jax ÷ functx |\n|---|---:|---:|---:|---:|---:|")
     for title, data in _workloads(args.quick):
         kind = "gp" if title.startswith("gp") else "solve"
-        steps = {name: (lambda s=s: s[kind](*data)) for name, s in systems.items()}
-        ref = steps["functx"]()
+        put = {name: s.get("put", lambda d: d)(data) for name, s in systems.items()}
+        steps = {name: (lambda s=s, d=put[name]: s[kind](*d)) for name, s in systems.items()}
+        host = {name: s.get("host", lambda out: out) for name, s in systems.items()}
+        ref = host["functx"](steps["functx"]())
         for name, step in steps.items():
-            got = step()
+            got = host[name](step())
             err = max(relative_error(np.asarray(g), np.asarray(r))
                       for g, r in zip(got if isinstance(got, tuple) else (got,),
                                       ref if isinstance(ref, tuple) else (ref,)))

@@ -423,7 +423,7 @@ def _lu_memo_drop(ref: Any) -> None:
 
 
 lu_p.def_impl(_lu_impl)
-lu_p.def_impl(functools.partial(_cuda.lu, to_permutation=pivots_to_permutation), backend="cuda")
+lu_p.def_impl(_cuda.lu, backend="cuda")
 
 
 def lu_factors(lu: Any) -> tuple:

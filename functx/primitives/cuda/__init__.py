@@ -18,6 +18,9 @@ rest of each primitive's definition with ``p.def_impl(fn, backend="cuda")``:
 * ``special``: the special-function primitives with ``cupyx.scipy.special``;
 * ``decompositions``: cuSOLVER through CuPy for the matrix decompositions (cholesky,
   triangular_solve, lu, qr, eigh, svd; eig and schur refused, CPU-only as in JAX);
+* ``_batched_lu``: stacks of small matrices for ``decompositions``' LU family (lu,
+  lu_solve, lu_inverse, triangular_solve) through cuBLAS's batched routines
+  (getrfBatched, trsmBatched), and the kernel turning pivots into a permutation;
 * ``_kernels``: the one compile cache of every kernel, and the helpers the kernels share.
 
 These modules import no functx primitive module (primitive families pass their generic

@@ -7,9 +7,14 @@ functx/primitives/eigen.py): cuSOLVER through CuPy (``cupy.linalg``,
   Cholesky factorisation that fails (a matrix that is not positive definite) does not raise
   in CuPy; the factor of such a matrix is set to NaN where its diagonal is not finite and
   positive, as JAX does on every device.
-* ``triangular_solve``, ``lu`` (and ``lu_solve``, a gather and two of those solves): ``cupyx.scipy.linalg.solve_triangular`` and
-  ``lu_factor`` take one matrix at a time, so a stack is solved/factored by a Python loop
-  over the batch, each step on the device (no host copy).
+* ``triangular_solve``, ``lu``, ``lu_solve`` (a gather and two of those solves) and so
+  ``lu_inverse`` (``lu_solve`` with the identity): a stack of more than one small square
+  matrix (at most ``_batched_lu.BATCHED_MAX_N`` rows) by cuBLAS's batched routines, one
+  call for the whole stack (``getrfBatched``, ``trsmBatched``; functx/primitives/cuda/
+  _batched_lu.py). One matrix, or bigger ones, by ``cupyx.scipy.linalg.solve_triangular``
+  and ``lu_factor`` (cuSOLVER), which take one matrix at a time: a Python loop over the
+  batch, each step on the device (no host copy). The permutation of the pivots is one
+  kernel (``_batched_lu.permutation``) on both paths.
 * ``expm``: cupyx.scipy.linalg.expm per matrix, a loop on the device.
 * ``eig`` and ``schur``: cuSOLVER has no general (non-Hermitian) eigensolver or Schur
   factorisation that CuPy exposes for all dtypes; as in JAX they are CPU-only and refuse
@@ -25,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from functx.errors import FunctxError
+from functx.primitives.cuda import _batched_lu
 
 
 def _flat(a: Any) -> Any:
@@ -43,12 +49,17 @@ def cholesky(xp: Any, a: Any) -> Any:
 
 def triangular_solve(xp: Any, a: Any, b: Any, *, left_side: bool, lower: bool,
                      transpose_a: bool, conjugate_a: bool, unit_diagonal: bool) -> Any:
-    """``op(a) x = b`` or ``x op(a) = b``: cupyx's solve_triangular per matrix (a loop on the
-    device over the batch, which cupyx's routine does not take)."""
+    """``op(a) x = b`` or ``x op(a) = b``: cuBLAS's trsmBatched for a stack of small
+    matrices, else cupyx's solve_triangular per matrix (a loop on the device over the
+    batch)."""
     from cupyx.scipy import linalg as cl  # lazily: CuPy is imported when CUDA is used
 
     if b.size == 0:
         return xp.zeros(b.shape, b.dtype)
+    if _batched_lu.use_batched(a):  # a stack of small matrices: one trsmBatched
+        return _batched_lu.triangular_solve(xp, a, b, left_side=left_side, lower=lower,
+                                            transpose_a=transpose_a, conjugate_a=conjugate_a,
+                                            unit_diagonal=unit_diagonal)
     t, c = transpose_a, conjugate_a and a.dtype.kind == "c"
     if not left_side:
         b, t = xp.swapaxes(b, -1, -2), not t
@@ -65,8 +76,9 @@ def triangular_solve(xp: Any, a: Any, b: Any, *, left_side: bool, lower: bool,
     return xp.ascontiguousarray(x if left_side else xp.swapaxes(x, -1, -2))
 
 
-def lu(xp: Any, a: Any, *, to_permutation: Callable) -> tuple:
-    """``(lu, pivots, permutation)``: cupyx's lu_factor per matrix (a loop on the device)."""
+def lu(xp: Any, a: Any) -> tuple:
+    """``(lu, pivots, permutation)``: cuBLAS's getrfBatched for a stack of small square
+    matrices, else cupyx's lu_factor per matrix (a loop on the device); pivots 0-based."""
     from cupyx.scipy import linalg as cl
 
     *batch, m, n = a.shape
@@ -74,22 +86,27 @@ def lu(xp: Any, a: Any, *, to_permutation: Callable) -> tuple:
     if a.size == 0:
         return (xp.zeros(a.shape, a.dtype), xp.zeros(tuple(batch) + (k,), np.int32),
                 xp.broadcast_to(xp.arange(m, dtype=np.int32), tuple(batch) + (m,)).copy())
+    if _batched_lu.use_batched(a):
+        return _batched_lu.lu(xp, a)
     fa = _flat(a)
     lus = xp.empty(fa.shape, a.dtype)
     piv = xp.empty((fa.shape[0], k), np.int32)
     for i in range(fa.shape[0]):
         f, p = cl.lu_factor(fa[i], check_finite=False)
         lus[i], piv[i] = f, p[:k]
-    piv = piv.reshape(tuple(batch) + (k,))
-    return lus.reshape(a.shape), piv, to_permutation(xp, piv, m)
+    piv, perm = _batched_lu.permutation(xp, piv.reshape(tuple(batch) + (k,)), m, base=0)
+    return lus.reshape(a.shape), piv, perm
 
 
 def lu_solve(xp: Any, lu: Any, perm: Any, b: Any, *, trans: int,
              triangular_solve: Callable) -> Any:
     """``a x = b`` (or ``a^T``/``a^H``) from packed LU factors: a row gather or scatter on the
-    device and two calls of the triangular solve above (``triangular_solve``, passed in)."""
+    device and two triangular solves (batched for a stack of small matrices; else two calls
+    of the triangular solve above, ``triangular_solve``, passed in)."""
     if b.size == 0:
         return xp.zeros(b.shape, b.dtype)
+    if _batched_lu.use_batched(lu):
+        return _batched_lu.lu_solve(xp, lu, perm, b, trans=trans)
     idx = perm.astype(np.int64)[..., None]
     conj = trans == 2
     if trans == 0:
