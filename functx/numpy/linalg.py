@@ -116,7 +116,7 @@ def _symmetrize(a: Any) -> Any:
 
 
 def _eye_like(a: Any, n: int) -> Any:
-    return fnp.broadcast_to(fnp.eye(n, dtype=a.dtype), tuple(a.shape[:-2]) + (n, n))
+    return fnp.broadcast_to(fnp.eye(n, dtype=a.dtype, like=a), tuple(a.shape[:-2]) + (n, n))
 
 
 # -- decompositions ------------------------------------------------------------------------------
@@ -308,7 +308,7 @@ def _slogdet_parts(a: Any) -> tuple:
     d = fnp.diagonal(fnp.swapaxes(lu, -1, -2) if lu.ndim == 2 else lu, axis1=-2, axis2=-1)
     absd = fnp.abs(d)
     logabs = fnp.sum(fnp.log(absd), axis=-1)
-    swaps = fnp.sum(piv != fnp.arange(piv.shape[-1], dtype=piv.dtype), axis=-1)
+    swaps = fnp.sum(piv != fnp.arange(piv.shape[-1], dtype=piv.dtype, like=piv), axis=-1)
     parity = (1 - 2 * (swaps % 2)).astype(a.dtype)
     if fnp.iscomplexobj(a):
         phase = fnp.prod(d / absd.astype(d.dtype), axis=-1)

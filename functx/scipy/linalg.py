@@ -109,9 +109,9 @@ def lu(a: Any, permute_l: bool = False, overwrite_a: bool = False, check_finite:
     packed, _, perm = _dec.lu(a)
     m, n = a.shape[-2:]
     k = min(m, n)
-    L = fnp.tril(packed[..., :, :k], -1) + fnp.eye(m, k, dtype=a.dtype)
+    L = fnp.tril(packed[..., :, :k], -1) + fnp.eye(m, k, dtype=a.dtype, like=packed)
     U = fnp.triu(packed[..., :k, :])
-    p_mat = fnp.swapaxes((perm[..., :, None] == fnp.arange(m)).astype(a.dtype), -1, -2)
+    p_mat = fnp.swapaxes((perm[..., :, None] == fnp.arange(m, like=perm)).astype(a.dtype), -1, -2)
     if permute_l:
         return fnp.matmul(p_mat, L), U
     if p_indices:

@@ -15,9 +15,11 @@ matrix ``a`` is ``a^T`` to cuBLAS.
 
 * ``lu``: ``getrfBatched`` factors a column-major copy of each matrix (the C-ordered copy of
   ``a^T``) in place; the factors are transposed back to C order. cuBLAS's pivots are
-  1-based; they are returned 0-based (as JAX's and the CPU implementation's). A singular
-  matrix factors without error (a zero on ``U``'s diagonal, cuBLAS's ``info`` not read):
-  no host synchronisation.
+  1-based; they are returned 0-based (as JAX's and the CPU implementation's). cuBLAS
+  stops eliminating at a zero pivot, so the matrices its ``info`` flags (singular ones)
+  and any with a non-finite factor are factored again one by one by cuSOLVER, as LAPACK
+  would (one host read of the flags per call). Complex pivots: cuBLAS compares ``|a|``,
+  LAPACK ``|re| + |im|``, so on near ties the two may pick different (equally valid) rows.
 * ``triangular_solve``: ``op(a) x = b`` is ``x^T op(a)^T = b^T``. The C-ordered storage of
   ``b`` (and of the result ``x``, solved in place in a C-ordered copy of ``b``) is ``b^T``
   (``x^T``) to cuBLAS, and that of ``a`` is ``A = a^T``; so a left solve is cuBLAS's right
@@ -188,11 +190,23 @@ def lu(xp: Any, a: Any) -> tuple[Any, Any, Any]:
     count = math.prod(batch)
     f = xp.swapaxes(a.reshape((count, n, n)), -1, -2).copy()  # C order of a^T: a to cuBLAS
     piv = xp.empty((count, n), np.int32)
-    info = xp.empty((count,), np.int32)  # (not read: singular matrices factor anyway)
+    info = xp.empty((count,), np.int32)
     getrf = getattr(_cublas(), _PREFIX[a.dtype.char] + "getrfBatched")
     ptrs = _pointers(xp, f)
     getrf(xp.cuda.device.get_cublas_handle(), n, ptrs.data.ptr, n, piv.data.ptr,
           info.data.ptr, count)
+    # cuBLAS stops eliminating at a zero pivot (info > 0): its factors of a singular matrix
+    # need not reconstruct it, where LAPACK's (and cuSOLVER's) do. Those matrices (and any
+    # with a non-finite entry) are factored again one by one (one host read of the flags).
+    bad = xp.flatnonzero((info != 0) | ~xp.isfinite(f).all(axis=(1, 2))).get()
+    if bad.size:
+        from cupyx.scipy import linalg as cl  # lazily: CuPy is imported when CUDA is used
+
+        flat = a.reshape((count, n, n))
+        for i in bad.tolist():
+            fi, pi = cl.lu_factor(flat[i], check_finite=False)
+            f[i] = fi.T
+            piv[i] = pi + 1
     lu_ = xp.ascontiguousarray(xp.swapaxes(f, -1, -2)).reshape(a.shape)
     piv0, perm = permutation(xp, piv.reshape(batch + (n,)), n, base=1)
     return lu_, piv0, perm
