@@ -18,10 +18,12 @@ from disk instead of compiling. Numba is imported on the first compile only.
 
 Precision: float32 stays float32 (constants are typed, functions are Numba's single-precision
 ones, and ``sin``, ``cos``, ``tanh``, ``exp``, ``expm1``, ``log``, ``log1p`` the vectorisable
-ones of :mod:`functx.compiler._vecmath`, at most 1 ulp from the correctly rounded value);
-float32 sums accumulate in float64 (the reduction rule's accumulator) and are rounded once.
-Results agree with the NumPy path to a few ulps per operation (transcendental functions
-come from LLVM/libm or _vecmath rather than NumPy's own loops).
+ones of :mod:`functx.compiler._vecmath32`, in float32 arithmetic, at most 1-2 ulp from the
+correctly rounded value; :data:`FLOAT32_MATH` selects :mod:`functx.compiler._vecmath`'s
+instead, float64 arithmetic rounded once, at most 1 ulp); float32 sums accumulate in
+float64 (the reduction rule's accumulator) and are rounded once. Results agree with the
+NumPy path to a few ulps per operation (transcendental functions come from LLVM/libm or
+_vecmath rather than NumPy's own loops).
 
 A kernel calling _vecmath allows fused multiply-adds (``fastmath={'contract'}``: its
 polynomials run 18% faster; other kernels keep ``fastmath=False``), and a parallel flat
@@ -38,11 +40,12 @@ import os
 import re
 import sys
 import threading
+import types
 from typing import Any, Callable
 
 import numpy as np
 
-from functx.compiler import _vecmath
+from functx.compiler import _vecmath, _vecmath32
 from functx.compiler.partition import Cluster, calls, literal_expr, operand_dtype, scalar_expr
 from functx.compiler.program import LoopNest, contiguous_strides
 from functx.ir import Literal, Var
@@ -50,7 +53,8 @@ from functx.primitives._numba import import_numba, serialised
 from functx.registry.scalar import Expr, var
 
 __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTOR_MIN",
-           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir"]
+           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir", "FLOAT32_MATH",
+           "float32_math"]
 
 # Clusters with at least this many elements in their iteration space run on all cores
 # (prange); smaller ones run serially (thread start-up costs more than it saves, and on a
@@ -78,6 +82,28 @@ NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5.5, "tanh": 4, "exp": 
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
                                         "log1p": 8}}
 VECTOR_MIN = 4096
+
+# The float32 sin, cos, tanh, exp, expm1, log, log1p that kernels call: "float32"
+# (functx.compiler._vecmath32: float32 arithmetic, 16 AVX-512 lanes, at most 1-2 ulp from
+# the correctly rounded value; session 9) or "float64" (functx.compiler._vecmath: float64
+# arithmetic rounded once, at most 1 ulp; session 8). The float32 ones take 0.6-0.8x the
+# time in a dependent chain (benchmarks/bench_vecmath.py) and ew24's fused gradient kernel
+# ~0.7x (benchmarks/README.md, session 9). Environment: FUNCTX_FLOAT32_MATH.
+FLOAT32_MATH = os.environ.get("FUNCTX_FLOAT32_MATH", "float32")
+_MATH = {"float32": _vecmath32, "float64": _vecmath}
+
+
+def float32_math() -> types.ModuleType:
+    """The module of float32 transcendental functions kernels call (:data:`FLOAT32_MATH`).
+
+    Raises:
+        ValueError: FLOAT32_MATH is neither "float32" nor "float64".
+    """
+    mod = _MATH.get(FLOAT32_MATH)
+    if mod is None:
+        raise ValueError(f"functx.compiler.cpu.FLOAT32_MATH (or FUNCTX_FLOAT32_MATH) is "
+                         f"{FLOAT32_MATH!r}; it must be 'float32' or 'float64'.")
+    return mod
 
 
 def threads() -> int:
@@ -152,10 +178,11 @@ class _Emitter:
     """Renders per-element expressions as Numba-Python statements, one temporary per
     node (shared nodes once), constants hoisted to the top of the function."""
 
-    def __init__(self) -> None:
+    def __init__(self, math: types.ModuleType) -> None:
         self.consts: dict = {}
         self.n = 0
-        self.helpers: set = set()  # functx.compiler._vecmath functions called
+        self.math = math  # functx.compiler._vecmath32 or _vecmath (float32_math())
+        self.helpers: set = set()  # its functions called
 
     def constant(self, e: Expr) -> str:
         key = (e.dtype.str, repr(e.value))
@@ -179,7 +206,7 @@ class _Emitter:
         args = [self.expr(a, lines, memo) for a in e.args]
         op = e.op
         if op == "call":
-            helper = _vecmath.FUNCTIONS.get(e.value)
+            helper = self.math.FUNCTIONS.get(e.value)
             if helper and e.dtype == np.float32 and all(a.dtype == np.float32 for a in e.args):
                 self.helpers.add(helper)  # vectorisable arithmetic instead of libm
                 text = f"{helper}({', '.join(args)})"
@@ -230,17 +257,19 @@ def _offset(strides: list, loop_vars: list) -> str:
     return " + ".join(terms) or "0"
 
 
-def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset, tuple]:
+def generate(c: Cluster, name: str, math: types.ModuleType | None = None
+             ) -> tuple[str, list, bool, frozenset, tuple]:
     """The Numba source of cluster ``c`` as a function ``name(in..., out...)`` of flat
     contiguous arrays, the cluster's output variables in argument order, whether it
     runs in parallel, the (input, output) index pairs that may share memory (the input
     is read only at the element the output writes, before it is written: no reduction,
     no broadcast or transposed read of it, so the kernel may run in place), and the
-    :mod:`functx.compiler._vecmath` functions the source calls (sorted names)."""
+    functions of ``math`` (default :func:`float32_math`: :mod:`functx.compiler._vecmath32`
+    or :mod:`functx.compiler._vecmath`) the source calls (sorted names)."""
     size = int(np.prod(c.shape, dtype=np.int64))
     parallel = size >= PARALLEL_MIN
     plan = _Plan(c)
-    em = _Emitter()
+    em = _Emitter(math or float32_math())
     em.const_lines = []
     body: list = []
     names: dict = {}          # var -> local name of its element
@@ -465,7 +494,7 @@ _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"
 _HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n"
 # float32 transcendentals (functx.compiler._vecmath); its VERSION in the source (the cache
 # key) makes a change of those functions recompile the kernels that inline them
-_HELPERS = ("from functx.compiler._vecmath import numba_helpers\n"
+_HELPERS = ("from {module} import numba_helpers\n"
             "{names} = numba_helpers({quoted})  # vecmath {version}\n")
 
 
@@ -489,10 +518,11 @@ class Kernel:
     share memory with an input only for the pairs in ``kernel.inplace``."""
 
     def __init__(self, c: Cluster, index: int) -> None:
-        body, self.outputs, self.parallel, self.inplace, helpers = generate(c, "kernel")
+        math = float32_math()
+        body, self.outputs, self.parallel, self.inplace, helpers = generate(c, "kernel", math)
         self.source = _HEADER + (_HELPERS.format(
-            names=", ".join(helpers) + ("," if len(helpers) == 1 else ""),
-            quoted=", ".join(repr(h) for h in helpers), version=_vecmath.VERSION)
+            module=math.__name__, names=", ".join(helpers) + ("," if len(helpers) == 1 else ""),
+            quoted=", ".join(repr(h) for h in helpers), version=math.VERSION)
             if helpers else "") + "\n\n" + body
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:20]
         self.name = f"fused_{index}"
