@@ -215,13 +215,17 @@ def main() -> None:
 
             def cell(key: str, div: float = 1.0, ratio: bool = False) -> str:
                 v = ns.get(key)
-                return "-" if v is None else f"{v / div / (base if ratio else 1):.{1 if ratio else 2}f}"
+                if v is None:
+                    return "-"
+                return f"{v / div / base:.1f}" if ratio else f"{v / div:.2f}"
             print(f"| {dt} | {name} | {base:.2f} | {cell('libm')} | {cell('vecmath64')} "
                   f"| {cell('vecmath32')} | {cell('libm', ratio=True)} "
                   f"| {cell('vecmath64', ratio=True)} | {cell('vecmath32', ratio=True)} "
                   f"| {cell('libm chain', CHAIN)} | {cell('vecmath64 chain', CHAIN)} "
                   f"| {cell('vecmath32 chain', CHAIN)} | {cell('libm chain', CHAIN, True)}, "
-                  f"{cell('vecmath64 chain', CHAIN, True)}, {cell('vecmath32 chain', CHAIN, True)} |")
+                  f"{cell('vecmath64 chain', CHAIN, True)}, "
+                  f"{cell('vecmath32 chain', CHAIN, True)} |")
+
 
 if __name__ == "__main__":
     main()

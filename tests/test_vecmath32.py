@@ -238,3 +238,15 @@ def test_loops_calling_them_use_512_bit_vectors() -> None:
     (loop,) = [v for (n, c), v in _loops.items() if n == "exp" and not c]
     asm = "\n".join(loop.inspect_asm().values())
     assert re.search(r"v\w+ps\s+.*%zmm", asm), "the loop is not vectorised with zmm registers"
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_float32_in_float32_out_and_no_float64_arithmetic_but_sin_cos(name: str) -> None:
+    # issue 17 item 4: float32 stays float32 (sin/cos: their argument reduction is float64)
+    (fn,) = _vecmath32.numba_helpers(_vecmath32.FUNCTIONS[name])
+    assert isinstance(fn(np.float32(0.5)), float)
+    assert [str(s.return_type) for s in fn.nopython_signatures] == ["float32"]
+    apply(name, np.ones(8, np.float32))
+    ir = "\n".join(_loops[name, False].inspect_llvm().values())
+    double_ops = re.findall(r"\b(?:fadd|fmul|fsub|fdiv|fpext)\b[^\n]*double", ir)
+    assert bool(double_ops) == (name in ("sin", "cos")), double_ops[:3]

@@ -48,7 +48,10 @@ generated kernels calling these functions allow contraction (``fastmath={'contra
 and the accuracy test runs both ways.
 
 The functions are plain Python as well (NumPy scalars); :func:`numba_helpers` compiles them
-with Numba (``inline='always'``, so every fused loop gets its own vectorised copy).
+with Numba (``inline='always'``, so every fused loop gets its own vectorised copy), through
+:func:`compile_inline`, which :mod:`functx.compiler._vecmath32` (the same functions in float32
+arithmetic, the CPU generator's default: :data:`functx.compiler.cpu.FLOAT32_MATH`) shares. Each
+function calls :func:`prefer_wide_vectors`: the loop it is inlined into uses 512-bit vectors.
 """
 from __future__ import annotations
 

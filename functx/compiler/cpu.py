@@ -66,19 +66,21 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # NumPy's loop runs on one thread, a fused loop on all: on arrays of at least VECTOR_MIN
 # elements an equation calling one of them stays a NumPy call (the arithmetic around it
 # still fuses) when the machine has fewer threads than that ratio.
-# float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath (vectorised
-# arithmetic; before session 8, scalar libm at 5-27x NumPy's cost). Its ratios are those of
-# a dependent chain of calls (benchmarks/bench_vecmath.py, "chain" columns), as in a fused
-# kernel, where latency rather than throughput bounds a loop body: 2.5-6x, against 1.3-3x
-# for independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements), rounded up (exp: on
-# 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy). float64 keeps libm
-# (its ratios: independent calls). ew24 (jit(grad), 1024x1024 float32), one thread, CPU
-# time: every function left to NumPy 16-18 ms, all fused 31 ms (with libm: 128 ms; JAX
-# jit: 55 ms); on 2 cores 16 ms and 31 ms: NumPy's loops win there, on 16 cores all fuse.
-# (On a 16-core host before _vecmath: left to NumPy 45 ms, all fused with libm 17 ms, only
-# tanh left 14 ms, JAX 8.6 ms.)
-NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5.5, "tanh": 4, "exp": 2.5,
-                                        "expm1": 2.5, "log": 4.5, "log1p": 4.5},
+# float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath32 (vectorised
+# float32 arithmetic, see FLOAT32_MATH; before session 8, scalar libm at 5-27x NumPy's cost).
+# Their ratios are those of a dependent chain of calls (benchmarks/bench_vecmath.py, "chain"
+# columns), as in a fused kernel, where latency rather than throughput bounds a loop body,
+# rounded up: session 9 (_vecmath32, 512-bit vectors) 1.2-3.7x, session 8 (_vecmath)
+# 2.5-6x (x86-64 with AVX-512, NumPy 2.4, 1M elements). tanh, exp, expm1 (1.2-1.7x now) stay
+# at 2.5: on 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy (session 8),
+# not measured again. float64 keeps libm (its ratios: independent calls). ew24 (jit(grad),
+# 1024x1024 float32), one thread, CPU time: every function left to NumPy 16-18 ms, all fused
+# 24.5 ms (_vecmath: 33 ms; libm: 128 ms; JAX jit: 55 ms); on 2 cores NumPy's loops win, on
+# 16 cores all fuse. (With FLOAT32_MATH = "float64" session 8's ratios fit better: sin 6,
+# cos 5.5, tanh 4, log 4.5, log1p 4.5.) (On a 16-core host before _vecmath: left to NumPy
+# 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.)
+NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 4, "cos": 4, "tanh": 2.5, "exp": 2.5,
+                                        "expm1": 2.5, "log": 3, "log1p": 3},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
                                         "log1p": 8}}
 VECTOR_MIN = 4096
@@ -416,7 +418,7 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
         src += ["    " + ln for ln in init]
         src.append(f"    for c in range({P}):")
         for _, acc, dt, rule in red_out:
-            em2 = _Emitter()
+            em2 = _Emitter(em.math)
             em2.const_lines = []
             lines: list = []
             step = em2.expr(rule.combine(var(acc, dt), var(f"p{acc}[c]", dt)), lines, {})
