@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 
 from functx.compiler._vecmath import REDUCTION, compile_inline, prefer_wide_vectors
+from functx.compiler._vecmath import VERSION as _VECMATH_VERSION
 
 __all__ = ["FUNCTIONS", "VERSION", "MAX_ULP", "numba_helpers", "sin32", "cos32", "tanh32",
            "exp32", "expm1_32", "log32", "log1p32"]
@@ -85,10 +86,11 @@ FUNCTIONS = {"sin": "sin32", "cos": "cos32", "tanh": "tanh32", "exp": "exp32",
 # float32, measured by tests/test_vecmath32.py (which asserts it), with or without FMA.
 MAX_ULP = {"sin": 2, "cos": 2, "tanh": 2, "exp": 1, "expm1": 2, "log": 1, "log1p": 2}
 
-# A fingerprint of this file (and of _vecmath's reduction): the generated kernels name it,
-# so that Numba's disk cache of a kernel is not reused after these functions change.
+# A fingerprint of this file and of _vecmath's (its reduction constants, compile_inline):
+# the generated kernels name it, so that Numba's disk cache of a kernel is not reused after
+# these functions change.
 VERSION = hashlib.sha256(Path(__file__).read_bytes()
-                         + repr(REDUCTION).encode()).hexdigest()[:16]
+                         + _VECMATH_VERSION.encode()).hexdigest()[:16]
 
 _F = np.float32
 _I = np.int32
