@@ -284,7 +284,10 @@ def _prefer_wide_vectors_intrinsic() -> Any:
     extending = importlib.import_module("numba.extending")  # (Numba, imported lazily)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        try:
+            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        except TypeError:  # an llvmlite whose attribute sets are no sets: LLVM's choice
+            pass
         return context.get_dummy_value()
 
     def prefer_wide_vectors(typingctx: Any) -> Any:
