@@ -48,11 +48,15 @@ generated kernels calling these functions allow contraction (``fastmath={'contra
 and the accuracy test runs both ways.
 
 The functions are plain Python as well (NumPy scalars); :func:`numba_helpers` compiles them
-with Numba (``inline='always'``, so every fused loop gets its own vectorised copy).
+with Numba (``inline='always'``, so every fused loop gets its own vectorised copy), through
+:func:`compile_inline`, which :mod:`functx.compiler._vecmath32` (the same functions in float32
+arithmetic, the CPU generator's default: :data:`functx.compiler.cpu.FLOAT32_MATH`) shares. Each
+function calls :func:`prefer_wide_vectors`: the loop it is inlined into uses 512-bit vectors.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import math
 import types
 from pathlib import Path
@@ -62,7 +66,8 @@ import numpy as np
 
 from functx.primitives._numba import import_numba
 
-__all__ = ["FUNCTIONS", "VERSION", "numba_helpers", "sin32", "cos32", "tanh32", "exp32",
+__all__ = ["FUNCTIONS", "VERSION", "REDUCTION", "numba_helpers", "compile_inline",
+           "prefer_wide_vectors", "sin32", "cos32", "tanh32", "exp32",
            "expm1_32", "log32", "log1p32"]
 
 # The float32 function for each scalar-rule name (functx.registry.scalar's "call" nodes).
@@ -124,8 +129,10 @@ def _reduction_constants() -> tuple:
     return tuple(rows)
 
 
+# D[b][j] (see _reduction_constants), also for functx.compiler._vecmath32's reduction
+REDUCTION = _reduction_constants()
 (_D00, _D01, _D02, _D03), (_D10, _D11, _D12, _D13), (_D20, _D21, _D22, _D23), \
-    (_D30, _D31, _D32, _D33) = _reduction_constants()
+    (_D30, _D31, _D32, _D33) = REDUCTION
 
 
 def _expm1_parts(x: Any) -> tuple:
@@ -142,6 +149,7 @@ def _expm1_parts(x: Any) -> tuple:
 
 def exp32(x: Any) -> Any:
     """``exp`` of a float32 (see the module docstring)."""
+    prefer_wide_vectors()
     xd = np.float64(x)
     s, u = _expm1_parts(min(max(xd, -104.0), 89.0))  # (NaN: see the last line)
     y = np.float32(s + s * u)
@@ -150,6 +158,7 @@ def exp32(x: Any) -> Any:
 
 def expm1_32(x: Any) -> Any:
     """``expm1`` of a float32 (see the module docstring)."""
+    prefer_wide_vectors()
     xd = np.float64(x)
     s, u = _expm1_parts(min(max(xd, -104.0), 89.0))
     y = np.float32(s * u + (s - 1.0))
@@ -158,6 +167,7 @@ def expm1_32(x: Any) -> Any:
 
 def tanh32(x: Any) -> Any:
     """``tanh`` of a float32 (see the module docstring)."""
+    prefer_wide_vectors()
     xd = np.float64(x)
     a = min(abs(xd), 20.0)
     s, u = _expm1_parts(a + a)
@@ -189,6 +199,7 @@ def _log_special(y: Any, v: Any) -> Any:
 
 def log32(x: Any) -> Any:
     """``log`` of a float32 (see the module docstring)."""
+    prefer_wide_vectors()
     xd = np.float64(x)
     ok = (xd > 0.0) & (xd < np.inf)
     v = _log_positive(xd if ok else 1.0)
@@ -197,6 +208,7 @@ def log32(x: Any) -> Any:
 
 def log1p32(x: Any) -> Any:
     """``log1p`` of a float32 (see the module docstring)."""
+    prefer_wide_vectors()
     xd = np.float64(x)
     y = 1.0 + xd
     ok = (y > 0.0) & (y < np.inf)
@@ -245,16 +257,65 @@ def _sin_turns(a: Any, shift: float) -> Any:
 
 def sin32(x: Any) -> Any:
     """``sin`` of a float32 (see the module docstring)."""
+    prefer_wide_vectors()
     xd = np.float64(x)
     return np.float32(_sin_turns(abs(xd), 0.0) * math.copysign(1.0, xd))  # sin(-0) = -0
 
 
 def cos32(x: Any) -> Any:
     """``cos`` of a float32 (see the module docstring)."""
+    prefer_wide_vectors()
     return np.float32(_sin_turns(abs(np.float64(x)), 1.0))
 
 
+def prefer_wide_vectors() -> None:
+    """Nothing in Python. Compiled (:func:`compile_inline`), it gives the function whose
+    code it is inlined into, the loop calling these functions, the LLVM attribute
+    ``"prefer-vector-width"="512"``: LLVM's cost model for recent Intel CPUs prefers 256-bit
+    vectors, and a float32 loop calling the functions of :mod:`functx.compiler._vecmath32`
+    then runs 8 lanes per instruction instead of 16 (1.5-2x slower: session 9). Harmless
+    where the CPU has no 512-bit vectors."""
+
+
+def _prefer_wide_vectors_intrinsic() -> Any:
+    """:func:`prefer_wide_vectors` as a Numba intrinsic (no code; an attribute of the
+    function being compiled: llvmlite knows no string attributes, hence ``set.add``)."""
+    numba = import_numba()
+    extending = importlib.import_module("numba.extending")  # (Numba, imported lazily)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        try:
+            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        except TypeError:  # an llvmlite whose attribute sets are no sets: LLVM's choice
+            pass
+        return context.get_dummy_value()
+
+    def prefer_wide_vectors(typingctx: Any) -> Any:
+        return numba.types.none(), codegen
+    return extending.intrinsic(prefer_wide_vectors)
+
+
 _compiled: dict = {}
+
+
+def compile_inline(namespace: dict, names: tuple, into: dict) -> None:
+    """Compile the functions ``names`` of the module globals ``namespace`` with Numba
+    (``inline='always'``, ``error_model='numpy'``) into ``into`` (name -> dispatcher). The
+    compiled copies call each other through a copy of ``namespace`` in which each name is
+    replaced by its compiled version as it is built, so a function must come after the
+    ones it calls; ``prefer_wide_vectors`` is the intrinsic (see there).
+
+    Raises:
+        ImportError: Numba is not installed.
+    """
+    njit = import_numba().njit
+    glb = dict(namespace)
+    glb["prefer_wide_vectors"] = _prefer_wide_vectors_intrinsic()
+    for name in names:
+        fn = glb[name]
+        copy = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__)
+        copy.__module__, copy.__qualname__ = fn.__module__, fn.__qualname__
+        glb[name] = into[name] = njit(inline="always", error_model="numpy")(copy)
 
 
 def numba_helpers(*names: str) -> tuple:
@@ -265,12 +326,6 @@ def numba_helpers(*names: str) -> tuple:
         ImportError: Numba is not installed.
     """
     if not _compiled:
-        njit = import_numba().njit
-        glb = dict(globals())  # the compiled copies call each other through these globals
-        for name in ("_expm1_parts", "_log_positive", "_log_special", "_sin_turns",
-                     *FUNCTIONS.values()):
-            fn = glb[name]
-            copy = types.FunctionType(fn.__code__, glb, fn.__name__, fn.__defaults__)
-            copy.__module__, copy.__qualname__ = fn.__module__, fn.__qualname__
-            glb[name] = _compiled[name] = njit(inline="always", error_model="numpy")(copy)
+        compile_inline(globals(), ("_expm1_parts", "_log_positive", "_log_special",
+                                   "_sin_turns", *FUNCTIONS.values()), _compiled)
     return tuple(_compiled[n] for n in names)

@@ -18,10 +18,12 @@ from disk instead of compiling. Numba is imported on the first compile only.
 
 Precision: float32 stays float32 (constants are typed, functions are Numba's single-precision
 ones, and ``sin``, ``cos``, ``tanh``, ``exp``, ``expm1``, ``log``, ``log1p`` the vectorisable
-ones of :mod:`functx.compiler._vecmath`, at most 1 ulp from the correctly rounded value);
-float32 sums accumulate in float64 (the reduction rule's accumulator) and are rounded once.
-Results agree with the NumPy path to a few ulps per operation (transcendental functions
-come from LLVM/libm or _vecmath rather than NumPy's own loops).
+ones of :mod:`functx.compiler._vecmath32`, in float32 arithmetic, at most 1-2 ulp from the
+correctly rounded value; :data:`FLOAT32_MATH` selects :mod:`functx.compiler._vecmath`'s
+instead, float64 arithmetic rounded once, at most 1 ulp); float32 sums accumulate in
+float64 (the reduction rule's accumulator) and are rounded once. Results agree with the
+NumPy path to a few ulps per operation (transcendental functions come from LLVM/libm or
+_vecmath rather than NumPy's own loops).
 
 A kernel calling _vecmath allows fused multiply-adds (``fastmath={'contract'}``: its
 polynomials run 18% faster; other kernels keep ``fastmath=False``), and a parallel flat
@@ -38,11 +40,12 @@ import os
 import re
 import sys
 import threading
+import types
 from typing import Any, Callable
 
 import numpy as np
 
-from functx.compiler import _vecmath
+from functx.compiler import _vecmath, _vecmath32
 from functx.compiler.partition import Cluster, calls, literal_expr, operand_dtype, scalar_expr
 from functx.compiler.program import LoopNest, contiguous_strides
 from functx.ir import Literal, Var
@@ -50,7 +53,8 @@ from functx.primitives._numba import import_numba, serialised
 from functx.registry.scalar import Expr, var
 
 __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTOR_MIN",
-           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir"]
+           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir", "FLOAT32_MATH",
+           "float32_math"]
 
 # Clusters with at least this many elements in their iteration space run on all cores
 # (prange); smaller ones run serially (thread start-up costs more than it saves, and on a
@@ -62,22 +66,46 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # NumPy's loop runs on one thread, a fused loop on all: on arrays of at least VECTOR_MIN
 # elements an equation calling one of them stays a NumPy call (the arithmetic around it
 # still fuses) when the machine has fewer threads than that ratio.
-# float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath (vectorised
-# arithmetic; before session 8, scalar libm at 5-27x NumPy's cost). Its ratios are those of
-# a dependent chain of calls (benchmarks/bench_vecmath.py, "chain" columns), as in a fused
-# kernel, where latency rather than throughput bounds a loop body: 2.5-6x, against 1.3-3x
-# for independent calls (x86-64 with AVX-512, NumPy 2.4, 1M elements), rounded up (exp: on
-# 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy). float64 keeps libm
-# (its ratios: independent calls). ew24 (jit(grad), 1024x1024 float32), one thread, CPU
-# time: every function left to NumPy 16-18 ms, all fused 31 ms (with libm: 128 ms; JAX
-# jit: 55 ms); on 2 cores 16 ms and 31 ms: NumPy's loops win there, on 16 cores all fuse.
-# (On a 16-core host before _vecmath: left to NumPy 45 ms, all fused with libm 17 ms, only
-# tanh left 14 ms, JAX 8.6 ms.)
-NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 6, "cos": 5.5, "tanh": 4, "exp": 2.5,
-                                        "expm1": 2.5, "log": 4.5, "log1p": 4.5},
+# float32 sin, cos, tanh, exp, expm1, log, log1p call functx.compiler._vecmath32 (vectorised
+# float32 arithmetic, see FLOAT32_MATH; before session 8, scalar libm at 5-27x NumPy's cost).
+# Their ratios are those of a dependent chain of calls (benchmarks/bench_vecmath.py, "chain"
+# columns), as in a fused kernel, where latency rather than throughput bounds a loop body,
+# rounded up: session 9 (_vecmath32, 512-bit vectors) 1.2-3.7x, session 8 (_vecmath)
+# 2.5-6x (x86-64 with AVX-512, NumPy 2.4, 1M elements). tanh, exp, expm1 (1.2-1.7x now) stay
+# at 2.5: on 2 cores ew24 ran 22 ms with exp fused, 17 ms with it left to NumPy (session 8),
+# not measured again. float64 keeps libm (its ratios: independent calls). ew24 (jit(grad),
+# 1024x1024 float32), one thread, CPU time: every function left to NumPy 16-18 ms, all fused
+# 24.5 ms (_vecmath: 33 ms; libm: 128 ms; JAX jit: 55 ms); on 2 cores NumPy's loops win, on
+# 16 cores all fuse. (With FLOAT32_MATH = "float64" session 8's ratios fit better: sin 6,
+# cos 5.5, tanh 4, log 4.5, log1p 4.5.) (On a 16-core host before _vecmath: left to NumPy
+# 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.)
+NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 4, "cos": 4, "tanh": 2.5, "exp": 2.5,
+                                        "expm1": 2.5, "log": 3, "log1p": 3},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
                                         "log1p": 8}}
 VECTOR_MIN = 4096
+
+# The float32 sin, cos, tanh, exp, expm1, log, log1p that kernels call: "float32"
+# (functx.compiler._vecmath32: float32 arithmetic, 16 AVX-512 lanes, at most 1-2 ulp from
+# the correctly rounded value; session 9) or "float64" (functx.compiler._vecmath: float64
+# arithmetic rounded once, at most 1 ulp; session 8). The float32 ones take 0.6-0.8x the
+# time in a dependent chain (benchmarks/bench_vecmath.py) and ew24's fused gradient kernel
+# ~0.7x (benchmarks/README.md, session 9). Environment: FUNCTX_FLOAT32_MATH.
+FLOAT32_MATH = os.environ.get("FUNCTX_FLOAT32_MATH", "float32")
+_MATH = {"float32": _vecmath32, "float64": _vecmath}
+
+
+def float32_math() -> types.ModuleType:
+    """The module of float32 transcendental functions kernels call (:data:`FLOAT32_MATH`).
+
+    Raises:
+        ValueError: FLOAT32_MATH is neither "float32" nor "float64".
+    """
+    mod = _MATH.get(FLOAT32_MATH)
+    if mod is None:
+        raise ValueError(f"functx.compiler.cpu.FLOAT32_MATH (or FUNCTX_FLOAT32_MATH) is "
+                         f"{FLOAT32_MATH!r}; it must be 'float32' or 'float64'.")
+    return mod
 
 
 def threads() -> int:
@@ -152,10 +180,11 @@ class _Emitter:
     """Renders per-element expressions as Numba-Python statements, one temporary per
     node (shared nodes once), constants hoisted to the top of the function."""
 
-    def __init__(self) -> None:
+    def __init__(self, math: types.ModuleType) -> None:
         self.consts: dict = {}
         self.n = 0
-        self.helpers: set = set()  # functx.compiler._vecmath functions called
+        self.math = math  # functx.compiler._vecmath32 or _vecmath (float32_math())
+        self.helpers: set = set()  # its functions called
 
     def constant(self, e: Expr) -> str:
         key = (e.dtype.str, repr(e.value))
@@ -179,7 +208,7 @@ class _Emitter:
         args = [self.expr(a, lines, memo) for a in e.args]
         op = e.op
         if op == "call":
-            helper = _vecmath.FUNCTIONS.get(e.value)
+            helper = self.math.FUNCTIONS.get(e.value)
             if helper and e.dtype == np.float32 and all(a.dtype == np.float32 for a in e.args):
                 self.helpers.add(helper)  # vectorisable arithmetic instead of libm
                 text = f"{helper}({', '.join(args)})"
@@ -230,17 +259,19 @@ def _offset(strides: list, loop_vars: list) -> str:
     return " + ".join(terms) or "0"
 
 
-def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset, tuple]:
+def generate(c: Cluster, name: str, math: types.ModuleType | None = None
+             ) -> tuple[str, list, bool, frozenset, tuple]:
     """The Numba source of cluster ``c`` as a function ``name(in..., out...)`` of flat
     contiguous arrays, the cluster's output variables in argument order, whether it
     runs in parallel, the (input, output) index pairs that may share memory (the input
     is read only at the element the output writes, before it is written: no reduction,
     no broadcast or transposed read of it, so the kernel may run in place), and the
-    :mod:`functx.compiler._vecmath` functions the source calls (sorted names)."""
+    functions of ``math`` (default :func:`float32_math`: :mod:`functx.compiler._vecmath32`
+    or :mod:`functx.compiler._vecmath`) the source calls (sorted names)."""
     size = int(np.prod(c.shape, dtype=np.int64))
     parallel = size >= PARALLEL_MIN
     plan = _Plan(c)
-    em = _Emitter()
+    em = _Emitter(math or float32_math())
     em.const_lines = []
     body: list = []
     names: dict = {}          # var -> local name of its element
@@ -387,7 +418,7 @@ def generate(c: Cluster, name: str) -> tuple[str, list, bool, frozenset, tuple]:
         src += ["    " + ln for ln in init]
         src.append(f"    for c in range({P}):")
         for _, acc, dt, rule in red_out:
-            em2 = _Emitter()
+            em2 = _Emitter(em.math)
             em2.const_lines = []
             lines: list = []
             step = em2.expr(rule.combine(var(acc, dt), var(f"p{acc}[c]", dt)), lines, {})
@@ -465,7 +496,7 @@ _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"
 _HEADER = "import math\nimport numpy as np\nfrom numba import njit, prange\n"
 # float32 transcendentals (functx.compiler._vecmath); its VERSION in the source (the cache
 # key) makes a change of those functions recompile the kernels that inline them
-_HELPERS = ("from functx.compiler._vecmath import numba_helpers\n"
+_HELPERS = ("from {module} import numba_helpers\n"
             "{names} = numba_helpers({quoted})  # vecmath {version}\n")
 
 
@@ -489,10 +520,11 @@ class Kernel:
     share memory with an input only for the pairs in ``kernel.inplace``."""
 
     def __init__(self, c: Cluster, index: int) -> None:
-        body, self.outputs, self.parallel, self.inplace, helpers = generate(c, "kernel")
+        math = float32_math()
+        body, self.outputs, self.parallel, self.inplace, helpers = generate(c, "kernel", math)
         self.source = _HEADER + (_HELPERS.format(
-            names=", ".join(helpers) + ("," if len(helpers) == 1 else ""),
-            quoted=", ".join(repr(h) for h in helpers), version=_vecmath.VERSION)
+            module=math.__name__, names=", ".join(helpers) + ("," if len(helpers) == 1 else ""),
+            quoted=", ".join(repr(h) for h in helpers), version=math.VERSION)
             if helpers else "") + "\n\n" + body
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:20]
         self.name = f"fused_{index}"
