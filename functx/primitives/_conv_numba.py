@@ -47,6 +47,14 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 _KERNELS: dict[str, Callable] | None = None
 
+# The register tiles' shape (functx.primitives._conv_numba_tiles, which imports Numba).
+_TILE_ROWS = 4
+_TILE_VECS = 4
+_VECTOR_BYTES = 64
+# Parallel tasks per thread the weight gradient's loop aims at (it splits the sum over
+# input channels into partial sums where its tiles are fewer).
+_TASKS_PER_THREAD = 4
+
 
 # Whether conv_numba uses the kernels at all (tests and benchmarks switch it off to
 # compare; FUNCTX_NUMBA=0 too, see functx.primitives._numba), and whether it uses them
@@ -65,7 +73,7 @@ def _compile() -> dict[str, Callable]:
     # A function-local import: the kernels' module imports Numba at its top.
     from functx.primitives import _conv_numba_kernels as kernels
 
-    _KERNELS = {"axpy_flat": kernels.axpy_flat, "dot_flat": kernels.dot_flat,
+    _KERNELS = {"tiled_flat": kernels.tiled_flat, "tiled_dot": kernels.tiled_dot,
                 "rows": kernels.rows}
     return _KERNELS
 
@@ -77,12 +85,15 @@ def _as_3d(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[:2] + (1,) * (5 - x.ndim) + x.shape[2:])
 
 
-def _padded_input(x: np.ndarray, padding, lhs_dilation) -> np.ndarray:
+def _padded_input(x: np.ndarray, padding, lhs_dilation, slack: int = 0) -> np.ndarray:
     """``x`` (3-d form) dilated by ``lhs_dilation`` and zero-padded (negative values crop),
-    as a contiguous scratch array."""
+    as a contiguous scratch array; with ``slack`` zeros past its end (``.base``'s tail)."""
     sizes = tuple(dilated_size(n, d) + lo + hi
                   for n, d, (lo, hi) in zip(x.shape[2:], lhs_dilation, padding))
-    buf = scratch(np, x.shape[:2] + sizes, x.dtype, "numba_x")
+    shape = x.shape[:2] + sizes
+    flat = scratch(np, (math.prod(shape) + slack,), x.dtype, "numba_x")
+    buf = flat[:math.prod(shape)].reshape(shape)
+    flat[buf.size:] = 0
     dst, src = [], []
     for n, d, (lo, hi), size in zip(x.shape[2:], lhs_dilation, padding, sizes):
         # input i lands at lo + i * d; keep those inside [0, size)
@@ -96,7 +107,7 @@ def _padded_input(x: np.ndarray, padding, lhs_dilation) -> np.ndarray:
     if all(s.stop > s.start for s in src):
         np.copyto(buf[(slice(None), slice(None)) + tuple(dst)],
                   x[(slice(None), slice(None)) + tuple(src)])
-    return buf
+    return buf, flat
 
 
 def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, padding,
@@ -152,6 +163,11 @@ def _direct_pays(lhs, rhs, out_shape, window_strides, groups, dilated: bool) -> 
     return min(dims) < _SMALL_DIM
 
 
+def _threads() -> int:
+    """Numba's thread count (the kernels' parallel tasks)."""
+    return import_numba().get_num_threads()
+
+
 def _launch(kernel: Callable, *args: Any) -> None:
     with LAUNCH_LOCK:  # the workqueue layer takes one launch at a time (see _numba)
         kernel(*args)
@@ -166,8 +182,9 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
     fill = 3 - len(spatial)
     strides = (1,) * fill + tuple(window_strides)
     rdil = (1,) * fill + tuple(rhs_dilation)
-    x = _padded_input(_as_3d(lhs), ((0, 0),) * fill + tuple(padding),
-                      (1,) * fill + tuple(lhs_dilation))
+    lanes = _VECTOR_BYTES // lhs.dtype.itemsize
+    x, xf = _padded_input(_as_3d(lhs), ((0, 0),) * fill + tuple(padding),
+                          (1,) * fill + tuple(lhs_dilation), slack=_TILE_VECS * lanes)
     w = np.ascontiguousarray(_as_3d(rhs))
     out = np.empty(out_shape, dtype=lhs.dtype)
     out3 = _as_3d(out)
@@ -175,27 +192,43 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
     groups = feature_group_count
     n, c = x.shape[:2]
     sizes = x.shape[2:]
+    plane = math.prod(sizes)
     kernel = w.shape[2:]
+    o, cg = w.shape[:2]
+    og = o // groups
     pitch_d, pitch_h = sizes[1] * sizes[2], sizes[2]
     if all(s == 1 for s in strides) and math.prod(kernel) <= math.prod(spatial):
         offs = np.array([a * rdil[0] * pitch_d + b * rdil[1] * pitch_h + e * rdil[2]
                          for a in range(kernel[0]) for b in range(kernel[1])
                          for e in range(kernel[2])], dtype=np.int64)
-        _launch(kernels["axpy_flat"], x.reshape(n, c, -1),
-                w.reshape(w.shape[0], w.shape[1], -1), offs, out3, pitch_d, pitch_h, groups, zero)
+        kk = offs.size
+        nob = -(-og // _TILE_ROWS)
+        # wt[g, ob, c, k, b] = w[g og + ob TILE_ROWS + b, c, k], zeros past the group
+        wt = np.zeros((groups, nob * _TILE_ROWS, cg, kk), w.dtype)
+        wt[:, :og] = w.reshape(groups, og, cg, kk)
+        wt = np.ascontiguousarray(
+            wt.reshape(groups, nob, _TILE_ROWS, cg, kk).transpose(0, 1, 3, 4, 2)).reshape(-1)
+        _launch(kernels["tiled_flat"], xf, plane, c, wt, offs, out3, pitch_d, pitch_h, groups,
+                zero)
     elif all(r == 1 for r in rdil):
-        o, cg = w.shape[:2]
-        # the kernel at the padded input's pitches, zeros in the extra columns
-        wp = scratch(np, (o, cg, kernel[0], sizes[1], sizes[2]), w.dtype, "numba_w")
-        wp[...] = 0
-        wp[:, :, :, :kernel[1], :kernel[2]] = w
         length = (kernel[0] - 1) * pitch_d + (kernel[1] - 1) * pitch_h + kernel[2]
+        lpad = -(-length // lanes) * lanes
+        # the kernel at the padded input's pitches, zeros in the extra columns and the tail
+        wf = scratch(np, (o * cg * lpad,), w.dtype, "numba_w")
+        wf[...] = 0
+        item = w.dtype.itemsize
+        np.lib.stride_tricks.as_strided(
+            wf, shape=(o, cg) + kernel,
+            strides=(cg * lpad * item, lpad * item, pitch_d * item, pitch_h * item, item))[...] = w
         o3 = out3.shape[2:]
         bases = np.array([a * strides[0] * pitch_d + b * strides[1] * pitch_h + e * strides[2]
                           for a in range(o3[0]) for b in range(o3[1]) for e in range(o3[2])],
                          dtype=np.int64)
-        _launch(kernels["dot_flat"], x.reshape(n, c, -1), wp.reshape(o, cg, -1), length, bases,
-                out.reshape(out.shape[0], out.shape[1], -1), groups, zero)
+        tasks = -(-n // _TILE_ROWS) * groups * -(-og // _TILE_ROWS)
+        chunk = -(-cg // max(1, min(cg, -(-_TASKS_PER_THREAD * _threads() // tasks))))
+        parts = np.empty((-(-cg // chunk), n, o, bases.size), dtype=lhs.dtype)
+        _launch(kernels["tiled_dot"], xf, plane, c, wf, lpad, bases, parts, groups, chunk, zero)
+        np.sum(parts, axis=0, out=out.reshape(parts.shape[1:]))
     else:
         _launch(kernels["rows"], x, w, out3, strides, rdil, groups, zero)
     return out

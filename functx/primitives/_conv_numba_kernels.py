@@ -11,6 +11,10 @@ import numba
 import numpy as np
 from numba import prange
 
+from functx.primitives._conv_numba_tiles import (TILE_ROWS, tile_alloc, tile_copy, tile_dot,
+                                                 tile_fwd, tile_lanes, tile_positions,
+                                                 tile_zero)
+
 # Numba's floating-point flags: reassociation lets LLVM vectorize the dot products' sums
 # (as BLAS does); no flag that assumes away NaNs or infinities.
 FASTMATH = frozenset({"reassoc", "contract"})
@@ -130,3 +134,116 @@ def rows(xp, w, out, strides, dils, groups, zero):
                                 for yw in range(ow):
                                     acc[yd, yh, yw] += wv * xc[i, j, base + yw * sw]
         out[n, o] = acc
+
+
+
+@njit
+def tiled_flat(xf, plane, c_all, wt, offs, out, pitch_d, pitch_h, groups, zero):
+    """out[n, o, y] = sum_{c, k} w[o, c, k] xf[(n C + g cg + c) plane + flat(y) + offs[k]]
+    by register tiles of TILE_ROWS output channels x tile_positions(zero) flat positions.
+
+    ``wt[((g nob + ob) cg + c) kk + k, b]`` (flat) holds ``w[g og + ob TILE_ROWS + b, c,
+    k]`` (zeros past the group's channels); ``xf`` has a tile row of zeros past its last
+    plane.
+    """
+    n_img, o_all = out.shape[0], out.shape[1]
+    od, oh, ow = out.shape[2], out.shape[3], out.shape[4]
+    og = o_all // groups
+    cg = c_all // groups
+    kk = offs.shape[0]
+    nob = (og + TILE_ROWS - 1) // TILE_ROWS
+    rows = pitch_d // pitch_h
+    run = (od - 1) * pitch_d + (oh - 1) * pitch_h + ow
+    span = tile_positions(zero)
+    npb = (run + span - 1) // span
+    for t in prange(n_img * npb * groups * nob):
+        gob = t % (groups * nob)
+        pb = (t // (groups * nob)) % npb
+        n = t // (groups * nob * npb)
+        g = gob // nob
+        o0 = g * og + (gob % nob) * TILE_ROWS
+        nb = min(TILE_ROWS, (g + 1) * og - o0)
+        y0 = pb * span
+        acc = tile_alloc(zero)
+        tmpp = tile_alloc(zero)
+        tmp = numba.carray(tmpp, (TILE_ROWS, span))
+        tile_zero(acc)
+        xbase = (n * c_all + g * cg) * plane + y0
+        wbase = gob * cg * kk
+        for c in range(cg):
+            xc = xbase + c * plane
+            wc = (wbase + c * kk) * TILE_ROWS
+            for k in range(kk):
+                tile_fwd(acc, xf, xc + offs[k], wt, wc + k * TILE_ROWS)
+        tile_copy(acc, tmpp)
+        # the tile's flat positions back to (yd, yh, yw), skipping the padding's columns
+        yd = y0 // pitch_d
+        yh = (y0 - yd * pitch_d) // pitch_h
+        yw = y0 - yd * pitch_d - yh * pitch_h
+        for j in range(min(span, run - y0)):
+            if yh < oh and yw < ow:
+                for b in range(nb):
+                    out[n, o0 + b, yd, yh, yw] = tmp[b, j]
+            yw += 1
+            if yw == pitch_h:
+                yw = 0
+                yh += 1
+                if yh == rows:
+                    yh = 0
+                    yd += 1
+
+
+@njit
+def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
+    """out[h, b, o, p] = sum_{c in chunk h} sum_{j < lpad} wf[(o cg + c) lpad + j]
+    xf[(b C + g cg + c) plane + bases[p] + j]: partial sums over chunks of ``chunk`` input
+    channels, by register tiles of TILE_ROWS images x TILE_ROWS output channels.
+
+    ``wf`` is zero past each row's kernel; ``xf`` has ``lpad`` elements of zeros past its
+    last plane.
+    """
+    n_chunks, n_img, o_all, n_out = out.shape
+    og = o_all // groups
+    cg = c_all // groups
+    nbb = (n_img + TILE_ROWS - 1) // TILE_ROWS
+    nob = (og + TILE_ROWS - 1) // TILE_ROWS
+    lanes = tile_lanes(zero)
+    for t in prange(n_chunks * nbb * groups * nob):
+        gob = t % (groups * nob)
+        bb = (t // (groups * nob)) % nbb
+        h = t // (groups * nob * nbb)
+        g = gob // nob
+        o0 = g * og + (gob % nob) * TILE_ROWS
+        ob_last = (g + 1) * og - 1
+        b0 = bb * TILE_ROWS
+        acc = tile_alloc(zero)
+        tmpp = tile_alloc(zero)
+        tmp = numba.carray(tmpp, (TILE_ROWS * TILE_ROWS, lanes))
+        # rows past the last image or the group's last channel repeat it (never stored)
+        xr0 = min(b0, n_img - 1) * c_all
+        xr1 = min(b0 + 1, n_img - 1) * c_all
+        xr2 = min(b0 + 2, n_img - 1) * c_all
+        xr3 = min(b0 + 3, n_img - 1) * c_all
+        wr0 = min(o0, ob_last) * cg
+        wr1 = min(o0 + 1, ob_last) * cg
+        wr2 = min(o0 + 2, ob_last) * cg
+        wr3 = min(o0 + 3, ob_last) * cg
+        c_lo = h * chunk
+        c_hi = min(cg, c_lo + chunk)
+        for p in range(n_out):
+            tile_zero(acc)
+            for c in range(c_lo, c_hi):
+                xc = g * cg + c
+                xo = bases[p]
+                for j in range(0, lpad, lanes):
+                    tile_dot(acc, xf, (xr0 + xc) * plane + xo + j, (xr1 + xc) * plane + xo + j,
+                             (xr2 + xc) * plane + xo + j, (xr3 + xc) * plane + xo + j,
+                             wf, (wr0 + c) * lpad + j, (wr1 + c) * lpad + j,
+                             (wr2 + c) * lpad + j, (wr3 + c) * lpad + j)
+            tile_copy(acc, tmpp)
+            for i in range(min(TILE_ROWS, n_img - b0)):
+                for q in range(min(TILE_ROWS, ob_last + 1 - o0)):
+                    s = zero
+                    for e in range(lanes):
+                        s += tmp[i * TILE_ROWS + q, e]
+                    out[h, b0 + i, o0 + q, p] = s
