@@ -11,9 +11,9 @@ import numba
 import numpy as np
 from numba import prange
 
-from functx.primitives._conv_numba_tiles import (TILE_ROWS, tile_alloc, tile_copy, tile_dot,
-                                                 tile_fwd, tile_lanes, tile_positions,
-                                                 tile_zero)
+from functx.primitives._conv_numba_tiles import (TILE_ROWS, tile_accumulate, tile_alloc,
+                                                 tile_copy, tile_dot, tile_fwd, tile_lanes,
+                                                 tile_positions, tile_zero)
 
 # Numba's floating-point flags: reassociation lets LLVM vectorize the dot products' sums
 # (as BLAS does); no flag that assumes away NaNs or infinities.
@@ -217,8 +217,7 @@ def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
         ob_last = (g + 1) * og - 1
         b0 = bb * TILE_ROWS
         acc = tile_alloc(zero)
-        tmpp = tile_alloc(zero)
-        tmp = numba.carray(tmpp, (TILE_ROWS * TILE_ROWS, lanes))
+        sums = np.zeros(n_out * TILE_ROWS * TILE_ROWS * lanes, dtype=xf.dtype)
         # rows past the last image or the group's last channel repeat it (never stored)
         xr0 = min(b0, n_img - 1) * c_all
         xr1 = min(b0 + 1, n_img - 1) * c_all
@@ -230,20 +229,24 @@ def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
         wr3 = min(o0 + 3, ob_last) * cg
         c_lo = h * chunk
         c_hi = min(cg, c_lo + chunk)
-        for p in range(n_out):
-            tile_zero(acc)
-            for c in range(c_lo, c_hi):
-                xc = g * cg + c
+        # input channel by channel (its rows stay in the L1 cache for every p); the tile's
+        # sums for each output position gathered in ``sums``, one vector per accumulator
+        for c in range(c_lo, c_hi):
+            xc = g * cg + c
+            for p in range(n_out):
+                tile_zero(acc)
                 xo = bases[p]
                 for j in range(0, lpad, lanes):
                     tile_dot(acc, xf, (xr0 + xc) * plane + xo + j, (xr1 + xc) * plane + xo + j,
                              (xr2 + xc) * plane + xo + j, (xr3 + xc) * plane + xo + j,
                              wf, (wr0 + c) * lpad + j, (wr1 + c) * lpad + j,
                              (wr2 + c) * lpad + j, (wr3 + c) * lpad + j)
-            tile_copy(acc, tmpp)
+                tile_accumulate(acc, sums, p * TILE_ROWS * TILE_ROWS * lanes)
+        for p in range(n_out):
             for i in range(min(TILE_ROWS, n_img - b0)):
                 for q in range(min(TILE_ROWS, ob_last + 1 - o0)):
+                    at = (p * TILE_ROWS * TILE_ROWS + i * TILE_ROWS + q) * lanes
                     s = zero
                     for e in range(lanes):
-                        s += tmp[i * TILE_ROWS + q, e]
+                        s += sums[at + e]
                     out[h, b0 + i, o0 + q, p] = s

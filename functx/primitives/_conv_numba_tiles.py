@@ -13,8 +13,9 @@ On a machine without AVX-512 LLVM splits the vectors into the widths it has.
   output positions += one weight per channel x ``TILE_VECS`` vectors of input.
 * :func:`tile_dot`: ``TILE_ROWS`` x ``TILE_ROWS`` dot products, one vector of each of
   ``TILE_ROWS`` input rows and ``TILE_ROWS`` kernel rows (``TILE_ROWS ** 2`` accumulators).
-* :func:`tile_zero`, :func:`tile_copy`: clear the accumulators; copy them, whole vectors,
-  into a second buffer that the kernel then reads element by element.
+* :func:`tile_zero`, :func:`tile_copy`, :func:`tile_accumulate`: clear the accumulators;
+  copy them, whole vectors, into a second buffer that the kernel then reads element by
+  element; add them, whole vectors, into an array.
 
 Like the kernels, this module imports Numba at its top and is imported on the first
 convolution only.
@@ -126,6 +127,24 @@ def tile_copy(typingctx, acc, dst):
                           _slot(builder, args[1], vty, i))
         return context.get_dummy_value()
     return types.none(acc, dst), codegen
+
+
+@intrinsic
+def tile_accumulate(typingctx, acc, dst, di):
+    """``dst[di + i * lanes : ... + lanes] += acc[i]`` for every accumulator ``i`` (``dst``:
+    a contiguous 1-d array)."""
+    def codegen(context, builder, sig, args):
+        vty = _vec(context, acc.dtype)
+        size = acc.dtype.bitwidth // 8
+        base = _data(context, builder, sig.args[1], args[1], args[2])
+        for i in range(TILE_SLOTS):
+            ptr = builder.bitcast(builder.gep(base, [ir.Constant(_I32, i * vty.count)]),
+                                  vty.as_pointer())
+            total = builder.fadd(builder.load(ptr, align=size),
+                                 builder.load(_slot(builder, args[0], vty, i)))
+            builder.store(total, ptr, align=size)
+        return context.get_dummy_value()
+    return types.none(acc, dst, di), codegen
 
 
 @intrinsic
