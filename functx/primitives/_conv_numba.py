@@ -74,7 +74,8 @@ def _compile() -> dict[str, Callable]:
     from functx.primitives import _conv_numba_kernels as kernels
 
     _KERNELS = {"tiled_flat": kernels.tiled_flat, "tiled_dot": kernels.tiled_dot,
-                "rows": kernels.rows}
+                "rows": kernels.rows, "pad_planes": kernels.pad_planes,
+                "spread_rows": kernels.spread_rows}
     return _KERNELS
 
 
@@ -85,28 +86,18 @@ def _as_3d(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[:2] + (1,) * (5 - x.ndim) + x.shape[2:])
 
 
-def _padded_input(x: np.ndarray, padding, lhs_dilation, slack: int = 0) -> np.ndarray:
+def _padded_input(x: np.ndarray, padding, lhs_dilation, slack: int = 0) -> tuple:
     """``x`` (3-d form) dilated by ``lhs_dilation`` and zero-padded (negative values crop),
-    as a contiguous scratch array; with ``slack`` zeros past its end (``.base``'s tail)."""
+    in a contiguous scratch array followed by ``slack`` zeros: (that array, the flat buffer
+    with its slack). Copied plane by plane on Numba's threads (``pad_planes``)."""
     sizes = tuple(dilated_size(n, d) + lo + hi
                   for n, d, (lo, hi) in zip(x.shape[2:], lhs_dilation, padding))
     shape = x.shape[:2] + sizes
     flat = scratch(np, (math.prod(shape) + slack,), x.dtype, "numba_x")
     buf = flat[:math.prod(shape)].reshape(shape)
     flat[buf.size:] = 0
-    dst, src = [], []
-    for n, d, (lo, hi), size in zip(x.shape[2:], lhs_dilation, padding, sizes):
-        # input i lands at lo + i * d; keep those inside [0, size)
-        i0 = max(0, -(lo // d)) if lo < 0 else 0
-        i1 = min(n, (size - 1 - lo) // d + 1)
-        src.append(slice(i0, max(i0, i1)))
-        dst.append(slice(lo + i0 * d, lo + i0 * d + (max(i1 - i0, 0) - 1) * d + 1, d))
-    full = all(d == 1 for d in lhs_dilation) and all(lo <= 0 and hi <= 0 for lo, hi in padding)
-    if not full:
-        buf[...] = 0
-    if all(s.stop > s.start for s in src):
-        np.copyto(buf[(slice(None), slice(None)) + tuple(dst)],
-                  x[(slice(None), slice(None)) + tuple(src)])
+    lo = np.array([p[0] for p in padding], dtype=np.int64)
+    _launch(_compile()["pad_planes"], x, buf, lo, np.array(lhs_dilation, dtype=np.int64))
     return buf, flat
 
 
@@ -185,7 +176,7 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
     lanes = _VECTOR_BYTES // lhs.dtype.itemsize
     x, xf = _padded_input(_as_3d(lhs), ((0, 0),) * fill + tuple(padding),
                           (1,) * fill + tuple(lhs_dilation), slack=_TILE_VECS * lanes)
-    w = np.ascontiguousarray(_as_3d(rhs))
+    w = _as_3d(rhs)
     out = np.empty(out_shape, dtype=lhs.dtype)
     out3 = _as_3d(out)
     zero = np.zeros((), lhs.dtype)[()]
@@ -205,6 +196,7 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
         nob = -(-og // _TILE_ROWS)
         # wt[g, ob, c, k, b] = w[g og + ob TILE_ROWS + b, c, k], zeros past the group
         wt = np.zeros((groups, nob * _TILE_ROWS, cg, kk), w.dtype)
+        w = np.ascontiguousarray(w)
         wt[:, :og] = w.reshape(groups, og, cg, kk)
         wt = np.ascontiguousarray(
             wt.reshape(groups, nob, _TILE_ROWS, cg, kk).transpose(0, 1, 3, 4, 2)).reshape(-1)
@@ -215,11 +207,7 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
         lpad = -(-length // lanes) * lanes
         # the kernel at the padded input's pitches, zeros in the extra columns and the tail
         wf = scratch(np, (o * cg * lpad,), w.dtype, "numba_w")
-        wf[...] = 0
-        item = w.dtype.itemsize
-        np.lib.stride_tricks.as_strided(
-            wf, shape=(o, cg) + kernel,
-            strides=(cg * lpad * item, lpad * item, pitch_d * item, pitch_h * item, item))[...] = w
+        _launch(kernels["spread_rows"], w, wf, lpad, pitch_d, pitch_h)
         o3 = out3.shape[2:]
         bases = np.array([a * strides[0] * pitch_d + b * strides[1] * pitch_h + e * strides[2]
                           for a in range(o3[0]) for b in range(o3[1]) for e in range(o3[2])],
@@ -230,5 +218,5 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
         _launch(kernels["tiled_dot"], xf, plane, c, wf, lpad, bases, parts, groups, chunk, zero)
         np.sum(parts, axis=0, out=out.reshape(parts.shape[1:]))
     else:
-        _launch(kernels["rows"], x, w, out3, strides, rdil, groups, zero)
+        _launch(kernels["rows"], x, np.ascontiguousarray(w), out3, strides, rdil, groups, zero)
     return out

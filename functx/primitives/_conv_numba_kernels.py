@@ -250,3 +250,54 @@ def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
                     for e in range(lanes):
                         s += sums[at + e]
                     out[h, b0 + i, o0 + q, p] = s
+
+
+@numba.njit(cache=True, nogil=True)
+def _span(n, lo, d, size):
+    """The input indices ``i`` (``i0 <= i < i1``) whose place ``lo + i d`` is in [0, size)."""
+    i0 = 0 if lo >= 0 else (-lo + d - 1) // d
+    i1 = min(n, (size - 1 - lo) // d + 1) if size - 1 - lo >= 0 else 0
+    return i0, max(i0, i1)
+
+
+@njit
+def pad_planes(x, buf, lo, dil):
+    """buf[n, c] = zeros with buf[n, c, lo + i dil] = x[n, c, i] where that lies inside
+    (``x``: any strides; 3 spatial axes), plane by plane in parallel."""
+    n_img, c_all = x.shape[0], x.shape[1]
+    s0, s1, s2 = buf.shape[2], buf.shape[3], buf.shape[4]
+    a0, a1 = _span(x.shape[2], lo[0], dil[0], s0)
+    b0, b1 = _span(x.shape[3], lo[1], dil[1], s1)
+    e0, e1 = _span(x.shape[4], lo[2], dil[2], s2)
+    for t in prange(n_img * c_all):
+        n = t // c_all
+        c = t % c_all
+        dst = buf[n, c]
+        src = x[n, c]
+        dst.reshape(s0 * s1 * s2)[:] = 0
+        for i in range(a0, a1):
+            for j in range(b0, b1):
+                row = dst[lo[0] + i * dil[0], lo[1] + j * dil[1]]
+                if dil[2] == 1:
+                    row[lo[2] + e0:lo[2] + e1] = src[i, j, e0:e1]
+                else:
+                    for k in range(e0, e1):
+                        row[lo[2] + k * dil[2]] = src[i, j, k]
+
+
+@njit
+def spread_rows(w, wf, lpad, pitch_d, pitch_h):
+    """wf[(o cg + c) lpad + a pitch_d + b pitch_h + e] = w[o, c, a, b, e], zeros elsewhere
+    (``w``: any strides), row by row in parallel."""
+    o_all, cg, kd, kh, kw = w.shape
+    for t in prange(o_all * cg):
+        o = t // cg
+        c = t % cg
+        row = wf[t * lpad:(t + 1) * lpad]
+        for j in range(lpad):
+            row[j] = 0
+        for a in range(kd):
+            for b in range(kh):
+                at = a * pitch_d + b * pitch_h
+                for e in range(kw):
+                    row[at + e] = w[o, c, a, b, e]
