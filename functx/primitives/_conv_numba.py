@@ -124,34 +124,74 @@ def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, pad
     out_shape = (lhs.shape[0], rhs.shape[0]) + spatial
     if lhs.size == 0 or rhs.size == 0 or math.prod(out_shape) == 0:
         return np.zeros(out_shape, dtype=lhs.dtype)
-    if not FORCE and not _direct_pays(lhs, rhs, out_shape, window_strides, feature_group_count,
-                                      any(d > 1 for d in lhs_dilation)) or not numba_enabled():
+    if not FORCE and not _direct_pays(lhs, rhs, out_shape, **params) or not numba_enabled():
         return conv_cpu(xp, lhs, rhs, **params)
     return direct_conv(lhs, rhs, out_shape, **params)
 
 
-# The NumPy path's matrix product runs at BLAS speed (on the machines measured, 4-5x the
-# direct kernels' multiply-adds per second per core) unless one of its dimensions is tiny:
-# then the copies around it dominate, and the direct kernels win (bench_conv's LeNet:
-# 1 -> 6 channels forward and its weight gradient). Measured single-threaded on an AVX-512
-# Xeon: LeNet's first convolution 0.58 against 0.63 ms, its weight gradient 0.80 against
-# 1.34; its second (6 -> 16) 1.30 against 1.04 ms; 64 -> 64 channels 3x3 on 32x32, 49.6
-# against 25.5 ms.
+# The NumPy path's matrix product runs at BLAS speed; the copies around it dominate where
+# one of its dimensions is tiny, and the direct kernels win there (bench_conv's LeNet: 1 -> 6
+# channels forward and its weight gradient): the rule before the register tiles, kept for
+# the ``rows`` loop (strided or dilated-kernel convolutions), which has no tiles.
 _SMALL_DIM = 8
+# The tiled loops win where their tiles are mostly useful work: a tile computes 4 output
+# channels x 64 (float32) padded-pitch positions, so few channels per group or small images
+# waste some of it. Measured single-threaded (process CPU time) on an AVX-512 Xeon (Emerald
+# Rapids), direct against NumPy path, ms: 3x3, 8 images, 64 -> 64 channels on 32x32 (tile
+# efficiency 0.94): forward 5.4 against 10.3, input gradient 5.4 against 10.4; 128 -> 128 on
+# 16x16 (0.8): 5.7 against 7.3; 256 -> 256 on 8x8 (0.5): 9.3 against 6.6; a 1x1 kernel
+# (a plain matrix product) 1.7 against 1.4. The weight gradient's loop (the flat dot) runs
+# at about two thirds of the forward's rate: on 32x32 7.3 against 8.1 ms (64 -> 64) and 7.9
+# against 8.7 (32 -> 64), on 16x16 7.6 against 6.1.
+_MIN_TILE_EFFICIENCY = 0.7
+_MIN_DOT_POSITIONS = 1024  # positions per row of the flat dot's kernel (32x32 images)
 
 
-def _direct_pays(lhs, rhs, out_shape, window_strides, groups, dilated: bool) -> bool:
-    """Whether the NumPy path's product would have a dimension under ``_SMALL_DIM``."""
+def _tile_efficiency(n: int, og: int, useful: int, computed: int) -> float:
+    """The useful share of a tiled loop's products: ``og`` channels (and ``n`` images, the
+    flat dot's; 0 for the forward's tiles) in blocks of ``_TILE_ROWS``, ``useful`` of
+    ``computed`` positions."""
+    rows = og / (-(-og // _TILE_ROWS) * _TILE_ROWS)
+    if n:
+        rows *= n / (-(-n // _TILE_ROWS) * _TILE_ROWS)
+    return rows * useful / computed
+
+
+def _direct_pays(lhs, rhs, out_shape, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                 feature_group_count) -> bool:
+    """Whether the direct kernels beat the NumPy path here (see the measurements above)."""
+    groups = feature_group_count
     o, cg = rhs.shape[:2]
     kk, p = math.prod(rhs.shape[2:]), math.prod(out_shape[2:])
     og = o // groups
     if kk > p:  # rows: batch x output positions; columns: output channels
         dims = (lhs.shape[0] * p, o)
-    elif scatters(lhs, rhs, out_shape, window_strides, dilated):
+    elif scatters(lhs, rhs, out_shape, window_strides, any(d > 1 for d in lhs_dilation)):
         dims = (og * kk, cg)
     else:
         dims = (og, cg * kk)
-    return min(dims) < _SMALL_DIM
+    if min(dims) < _SMALL_DIM:
+        return True
+    # the padded input's sizes and pitches, in 3-d form
+    sizes = [dilated_size(n, d) + lo + hi
+             for n, d, (lo, hi) in zip(lhs.shape[2:], lhs_dilation, padding)]
+    sizes = [1] * (3 - len(sizes)) + sizes
+    pitches = (sizes[1] * sizes[2], sizes[2], 1)
+    lanes = _VECTOR_BYTES // lhs.dtype.itemsize
+    if all(s == 1 for s in window_strides) and kk <= p:
+        if kk == 1:
+            return False
+        spatial = [1] * (3 - len(out_shape[2:])) + list(out_shape[2:])
+        run = sum((y - 1) * q for y, q in zip(spatial, pitches)) + 1
+        span = _TILE_VECS * lanes
+        return _tile_efficiency(0, og, p, -(-run // span) * span) >= _MIN_TILE_EFFICIENCY
+    if kk > p and all(r == 1 for r in rhs_dilation):
+        kernel = [1] * (3 - len(rhs.shape[2:])) + list(rhs.shape[2:])
+        length = sum((k - 1) * q for k, q in zip(kernel, pitches)) + 1
+        lpad = -(-length // lanes) * lanes
+        return kk >= _MIN_DOT_POSITIONS and _tile_efficiency(
+            lhs.shape[0], og, kk, lpad) >= _MIN_TILE_EFFICIENCY
+    return False
 
 
 def _threads() -> int:
