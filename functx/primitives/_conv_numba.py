@@ -1,36 +1,43 @@
 """Direct convolution kernels for the CPU, compiled with Numba (:func:`conv_numba`).
 
-The CPU implementation of ``conv_general_dilated``. It runs the direct kernels where the
-NumPy path's matrix product would have a tiny dimension (:func:`_direct_pays`: few
-channels, as in LeNet; BLAS wins everywhere else) and
-:func:`functx.primitives._conv_cpu.conv_cpu`, the NumPy im2col/col2im path, otherwise,
-without Numba, and for dtypes other than float32 and float64. Numba is imported on the
-first convolution, never at ``import functx``; the kernels (in ``_conv_numba_kernels``) are
+The CPU implementation of ``conv_general_dilated``. It runs the direct kernels where they
+beat the NumPy path (:func:`_direct_pays`, by measurement: the register-tiled loops where
+their tiles are mostly useful work, any loop where the NumPy path's matrix product would
+have a tiny dimension, as in LeNet) and :func:`functx.primitives._conv_cpu.conv_cpu`, the
+NumPy im2col/col2im path, otherwise, without Numba, and for dtypes other than float32 and
+float64. Numba is imported on the first convolution, never at ``import functx``; the
+kernels (in ``_conv_numba_kernels``, their register tiles in ``_conv_numba_tiles``) are
 compiled once per dtype and layout and cached on disk (``cache=True``), so a second
-process loads them (about 1 s for the first call instead of 4.5).
+process loads them.
 
 Every convolution is one of three loops over a zero-padded (and ``lhs_dilation``-dilated)
-copy of the input in 3-d form (1-d and 2-d convolutions get unit leading spatial axes):
+copy of the input in 3-d form (1-d and 2-d convolutions get unit leading spatial axes),
+made plane by plane on Numba's threads (``pad_planes``):
 
-* **flat axpy** (unit strides, more output than kernel positions: the forward pass and the
-  input cotangent of a unit-stride convolution). With the padded input's spatial axes
-  flattened, output position ``y`` reads input position ``y + offset(k)`` for each kernel
-  position ``k``, so each (input channel, kernel position) adds one weight times one long
-  contiguous run of the input into the sums (which run at the padded row pitch; the extra
-  columns are junk, never read back). The sums of four output channels are made together,
-  so each input element loaded feeds four multiply-adds.
-* **flat dot** (unit kernel dilation, more kernel than output positions: the weight
-  cotangent, whose "kernel" is the output cotangent). The kernel is laid out at the padded
-  input's pitch (zeros in the extra columns), so each output element is one long dot
-  product per input channel.
+* **flat axpy** (``tiled_flat``; unit strides, more output than kernel positions: the
+  forward pass and the input cotangent of a unit-stride convolution). With the padded
+  input's spatial axes flattened, output position ``y`` reads input position ``y +
+  offset(k)`` for each kernel position ``k``, so each (input channel, kernel position)
+  adds one weight times one contiguous run of the input into the sums (which run at the
+  padded row pitch; the extra columns are junk, never stored). A register tile holds the
+  sums of 4 output channels x 4 vectors of positions (64 float32, 32 float64) in 16
+  512-bit registers: each step loads 4 vectors of input and 4 weights (pre-arranged
+  contiguous per tile) for 16 fused multiply-adds, over every input channel and kernel
+  position, before the tile is stored once.
+* **flat dot** (``tiled_dot``; unit kernel dilation, more kernel than output positions:
+  the weight cotangent, whose "kernel" is the output cotangent). The kernel is laid out
+  at the padded input's pitch (zeros in the extra columns, ``spread_rows``), so each output
+  element is one long dot product per input channel. A tile makes 4 images x 4 output
+  channels of them at once (8 vector loads per 16 multiply-adds), channel by channel, for
+  each output position; where the tiles are fewer than 4 per thread the channels are
+  split into chunks whose partial sums are added at the end.
 * **rows**, for everything else (strided forward passes, dilated kernels): the sums of one
-  output plane, row by row.
+  output plane, row by row (no tiles).
 
-Threads: the loops run over (image, output-channel block) with ``prange``, on Numba's
-threads, in its ``workqueue`` layer unless the user picked one (functx's threading policy,
-in :mod:`functx.primitives._numba`: OpenMP's spinning threads fought BLAS's), one launch at
-a time; no BLAS call is made.
-The padded copy is made with NumPy on the calling thread (a few per cent of the time).
+Threads: the loops run over tiles (image x position block x channel block; image block x
+channel block x chunk) with ``prange``, on Numba's threads, in its ``workqueue`` layer
+unless the user picked one (functx's threading policy, in :mod:`functx.primitives._numba`:
+OpenMP's spinning threads fought BLAS's), one launch at a time; no BLAS call is made.
 """
 from __future__ import annotations
 
