@@ -113,6 +113,15 @@ def test_float32(name: str) -> None:
     _check(lhs_shape, rhs_shape, params, dtype=np.float32)
 
 
+def test_tile_shape_agrees() -> None:
+    """``_conv_numba`` lays the weights out for the tiles' shape (without importing Numba)."""
+    from functx.primitives import _conv_numba_tiles as tiles
+
+    assert (_conv_numba._FWD_ROWS, _conv_numba._TILE_VECS, _conv_numba._DOT_ROWS,
+            _conv_numba._VECTOR_BYTES) == (tiles.FWD_ROWS, tiles.TILE_VECS, tiles.DOT_ROWS,
+                                           tiles.VECTOR_BITS // 8)
+
+
 @pytest.mark.parametrize("tasks", [1, 10**6])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_dot_partial_sums(monkeypatch: pytest.MonkeyPatch, tasks: int, dtype: Any) -> None:

@@ -54,9 +54,10 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 _KERNELS: dict[str, Callable] | None = None
 
-# The register tiles' shape (functx.primitives._conv_numba_tiles, which imports Numba).
-_TILE_ROWS = 4
+# The register tiles' shape (as functx.primitives._conv_numba_tiles, which imports Numba).
+_FWD_ROWS = 4
 _TILE_VECS = 4
+_DOT_ROWS = 4
 _VECTOR_BYTES = 64
 # Parallel tasks per thread the weight gradient's loop aims at (it splits the sum over
 # input channels into partial sums where its tiles are fewer).
@@ -154,14 +155,14 @@ _MIN_TILE_EFFICIENCY = 0.7
 _MIN_DOT_POSITIONS = 1024  # positions per row of the flat dot's kernel (32x32 images)
 
 
-def _tile_efficiency(n: int, og: int, useful: int, computed: int) -> float:
+def _tile_efficiency(rows: int, n: int, og: int, useful: int, computed: int) -> float:
     """The useful share of a tiled loop's products: ``og`` channels (and ``n`` images, the
-    flat dot's; 0 for the forward's tiles) in blocks of ``_TILE_ROWS``, ``useful`` of
-    ``computed`` positions."""
-    rows = og / (-(-og // _TILE_ROWS) * _TILE_ROWS)
+    flat dot's; 0 for the forward's tiles) in blocks of ``rows``, ``useful`` of ``computed``
+    positions."""
+    share = og / (-(-og // rows) * rows)
     if n:
-        rows *= n / (-(-n // _TILE_ROWS) * _TILE_ROWS)
-    return rows * useful / computed
+        share *= n / (-(-n // rows) * rows)
+    return share * useful / computed
 
 
 def _direct_pays(lhs, rhs, out_shape, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -191,13 +192,13 @@ def _direct_pays(lhs, rhs, out_shape, *, window_strides, padding, lhs_dilation, 
         spatial = [1] * (3 - len(out_shape[2:])) + list(out_shape[2:])
         run = sum((y - 1) * q for y, q in zip(spatial, pitches)) + 1
         span = _TILE_VECS * lanes
-        return _tile_efficiency(0, og, p, -(-run // span) * span) >= _MIN_TILE_EFFICIENCY
+        return _tile_efficiency(_FWD_ROWS, 0, og, p, -(-run // span) * span) >= _MIN_TILE_EFFICIENCY
     if kk > p and all(r == 1 for r in rhs_dilation):
         kernel = [1] * (3 - len(rhs.shape[2:])) + list(rhs.shape[2:])
         length = sum((k - 1) * q for k, q in zip(kernel, pitches)) + 1
         lpad = -(-length // lanes) * lanes
         return kk >= _MIN_DOT_POSITIONS and _tile_efficiency(
-            lhs.shape[0], og, kk, lpad) >= _MIN_TILE_EFFICIENCY
+            _DOT_ROWS, lhs.shape[0], og, kk, lpad) >= _MIN_TILE_EFFICIENCY
     return False
 
 
@@ -240,13 +241,13 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
                          for a in range(kernel[0]) for b in range(kernel[1])
                          for e in range(kernel[2])], dtype=np.int64)
         kk = offs.size
-        nob = -(-og // _TILE_ROWS)
-        # wt[g, ob, c, k, b] = w[g og + ob TILE_ROWS + b, c, k], zeros past the group
-        wt = np.zeros((groups, nob * _TILE_ROWS, cg, kk), w.dtype)
+        nob = -(-og // _FWD_ROWS)
+        # wt[g, ob, c, k, b] = w[g og + ob FWD_ROWS + b, c, k], zeros past the group
+        wt = np.zeros((groups, nob * _FWD_ROWS, cg, kk), w.dtype)
         w = np.ascontiguousarray(w)
         wt[:, :og] = w.reshape(groups, og, cg, kk)
         wt = np.ascontiguousarray(
-            wt.reshape(groups, nob, _TILE_ROWS, cg, kk).transpose(0, 1, 3, 4, 2)).reshape(-1)
+            wt.reshape(groups, nob, _FWD_ROWS, cg, kk).transpose(0, 1, 3, 4, 2)).reshape(-1)
         _launch(kernels["tiled_flat"], xf, plane, c, wt, offs, out3, pitch_d, pitch_h, groups,
                 zero)
     elif all(r == 1 for r in rdil):
@@ -259,7 +260,7 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
         bases = np.array([a * strides[0] * pitch_d + b * strides[1] * pitch_h + e * strides[2]
                           for a in range(o3[0]) for b in range(o3[1]) for e in range(o3[2])],
                          dtype=np.int64)
-        tasks = -(-n // _TILE_ROWS) * groups * -(-og // _TILE_ROWS)
+        tasks = -(-n // _DOT_ROWS) * groups * -(-og // _DOT_ROWS)
         chunk = -(-cg // max(1, min(cg, -(-_TASKS_PER_THREAD * _threads() // tasks))))
         parts = np.empty((-(-cg // chunk), n, o, bases.size), dtype=lhs.dtype)
         _launch(kernels["tiled_dot"], xf, plane, c, wf, lpad, bases, parts, groups, chunk, zero)

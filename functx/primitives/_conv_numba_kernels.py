@@ -14,9 +14,9 @@ import numba
 import numpy as np
 from numba import prange
 
-from functx.primitives._conv_numba_tiles import (TILE_ROWS, tile_accumulate, tile_alloc,
-                                                 tile_copy, tile_dot, tile_fwd, tile_lanes,
-                                                 tile_positions, tile_zero)
+from functx.primitives._conv_numba_tiles import (DOT_ROWS, FWD_ROWS, tile_accumulate,
+                                                 tile_alloc, tile_copy, tile_dot, tile_fwd,
+                                                 tile_lanes, tile_positions, tile_zero)
 
 # Numba's floating-point flags: reassociation lets LLVM vectorize the dot products' sums
 # (as BLAS does); no flag that assumes away NaNs or infinities.
@@ -59,9 +59,9 @@ def rows(xp, w, out, strides, dils, groups, zero):
 @njit
 def tiled_flat(xf, plane, c_all, wt, offs, out, pitch_d, pitch_h, groups, zero):
     """out[n, o, y] = sum_{c, k} w[o, c, k] xf[(n C + g cg + c) plane + flat(y) + offs[k]]
-    by register tiles of TILE_ROWS output channels x tile_positions(zero) flat positions.
+    by register tiles of FWD_ROWS output channels x tile_positions(zero) flat positions.
 
-    ``wt[((g nob + ob) cg + c) kk + k, b]`` (flat) holds ``w[g og + ob TILE_ROWS + b, c,
+    ``wt[((g nob + ob) cg + c) kk + k, b]`` (flat) holds ``w[g og + ob FWD_ROWS + b, c,
     k]`` (zeros past the group's channels); ``xf`` has a tile row of zeros past its last
     plane.
     """
@@ -70,8 +70,7 @@ def tiled_flat(xf, plane, c_all, wt, offs, out, pitch_d, pitch_h, groups, zero):
     og = o_all // groups
     cg = c_all // groups
     kk = offs.shape[0]
-    nob = (og + TILE_ROWS - 1) // TILE_ROWS
-    rows = pitch_d // pitch_h
+    nob = (og + FWD_ROWS - 1) // FWD_ROWS
     run = (od - 1) * pitch_d + (oh - 1) * pitch_h + ow
     span = tile_positions(zero)
     npb = (run + span - 1) // span
@@ -80,43 +79,44 @@ def tiled_flat(xf, plane, c_all, wt, offs, out, pitch_d, pitch_h, groups, zero):
         pb = (t // (groups * nob)) % npb
         n = t // (groups * nob * npb)
         g = gob // nob
-        o0 = g * og + (gob % nob) * TILE_ROWS
-        nb = min(TILE_ROWS, (g + 1) * og - o0)
+        o0 = g * og + (gob % nob) * FWD_ROWS
+        nb = min(FWD_ROWS, (g + 1) * og - o0)
         y0 = pb * span
         acc = tile_alloc(zero)
         tmpp = tile_alloc(zero)
-        tmp = numba.carray(tmpp, (TILE_ROWS, span))
+        tmp = numba.carray(tmpp, (FWD_ROWS, span))
         tile_zero(acc)
         xbase = (n * c_all + g * cg) * plane + y0
         wbase = gob * cg * kk
         for c in range(cg):
             xc = xbase + c * plane
-            wc = (wbase + c * kk) * TILE_ROWS
+            wc = (wbase + c * kk) * FWD_ROWS
             for k in range(kk):
-                tile_fwd(acc, xf, xc + offs[k], wt, wc + k * TILE_ROWS)
+                tile_fwd(acc, xf, xc + offs[k], wt, wc + k * FWD_ROWS)
         tile_copy(acc, tmpp)
-        # the tile's flat positions back to (yd, yh, yw), skipping the padding's columns
-        yd = y0 // pitch_d
-        yh = (y0 - yd * pitch_d) // pitch_h
-        yw = y0 - yd * pitch_d - yh * pitch_h
-        for j in range(min(span, run - y0)):
+        # the tile's flat positions back to (yd, yh, yw), one padded row's run at a time,
+        # skipping the padding's columns
+        y = y0
+        end = min(y0 + span, run)
+        while y < end:
+            yd = y // pitch_d
+            yh = (y - yd * pitch_d) // pitch_h
+            yw = y - yd * pitch_d - yh * pitch_h
+            stop = min(end, y - yw + pitch_h)
             if yh < oh and yw < ow:
+                m = min(stop - y, ow - yw)
                 for b in range(nb):
-                    out[n, o0 + b, yd, yh, yw] = tmp[b, j]
-            yw += 1
-            if yw == pitch_h:
-                yw = 0
-                yh += 1
-                if yh == rows:
-                    yh = 0
-                    yd += 1
+                    dst = out[n, o0 + b, yd, yh]
+                    for j in range(m):
+                        dst[yw + j] = tmp[b, y - y0 + j]
+            y = stop
 
 
 @njit
 def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
     """out[h, b, o, p] = sum_{c in chunk h} sum_{j < lpad} wf[(o cg + c) lpad + j]
     xf[(b C + g cg + c) plane + bases[p] + j]: partial sums over chunks of ``chunk`` input
-    channels, by register tiles of TILE_ROWS images x TILE_ROWS output channels.
+    channels, by register tiles of DOT_ROWS images x DOT_ROWS output channels.
 
     ``wf`` is zero past each row's kernel; ``xf`` has ``lpad`` elements of zeros past its
     last plane.
@@ -124,19 +124,19 @@ def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
     n_chunks, n_img, o_all, n_out = out.shape
     og = o_all // groups
     cg = c_all // groups
-    nbb = (n_img + TILE_ROWS - 1) // TILE_ROWS
-    nob = (og + TILE_ROWS - 1) // TILE_ROWS
+    nbb = (n_img + DOT_ROWS - 1) // DOT_ROWS
+    nob = (og + DOT_ROWS - 1) // DOT_ROWS
     lanes = tile_lanes(zero)
     for t in prange(n_chunks * nbb * groups * nob):
         gob = t % (groups * nob)
         bb = (t // (groups * nob)) % nbb
         h = t // (groups * nob * nbb)
         g = gob // nob
-        o0 = g * og + (gob % nob) * TILE_ROWS
+        o0 = g * og + (gob % nob) * DOT_ROWS
         ob_last = (g + 1) * og - 1
-        b0 = bb * TILE_ROWS
+        b0 = bb * DOT_ROWS
         acc = tile_alloc(zero)
-        sums = np.zeros(n_out * TILE_ROWS * TILE_ROWS * lanes, dtype=xf.dtype)
+        sums = np.zeros(n_out * DOT_ROWS * DOT_ROWS * lanes, dtype=xf.dtype)
         # rows past the last image or the group's last channel repeat it (never stored)
         xr0 = min(b0, n_img - 1) * c_all
         xr1 = min(b0 + 1, n_img - 1) * c_all
@@ -160,11 +160,11 @@ def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
                              (xr2 + xc) * plane + xo + j, (xr3 + xc) * plane + xo + j,
                              wf, (wr0 + c) * lpad + j, (wr1 + c) * lpad + j,
                              (wr2 + c) * lpad + j, (wr3 + c) * lpad + j)
-                tile_accumulate(acc, sums, p * TILE_ROWS * TILE_ROWS * lanes)
+                tile_accumulate(acc, sums, p * DOT_ROWS * DOT_ROWS * lanes)
         for p in range(n_out):
-            for i in range(min(TILE_ROWS, n_img - b0)):
-                for q in range(min(TILE_ROWS, ob_last + 1 - o0)):
-                    at = (p * TILE_ROWS * TILE_ROWS + i * TILE_ROWS + q) * lanes
+            for i in range(min(DOT_ROWS, n_img - b0)):
+                for q in range(min(DOT_ROWS, ob_last + 1 - o0)):
+                    at = (p * DOT_ROWS * DOT_ROWS + i * DOT_ROWS + q) * lanes
                     s = zero
                     for e in range(lanes):
                         s += sums[at + e]

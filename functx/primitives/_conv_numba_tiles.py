@@ -9,16 +9,19 @@ keeps them in registers across the loops around the steps (checked with
 ``kernel.inspect_asm``: ``vfmadd231ps`` on ``zmm`` registers, no stack traffic in the loop).
 On a machine without AVX-512 LLVM splits the vectors into the widths it has.
 
-* :func:`tile_fwd`: ``TILE_ROWS`` output channels x ``TILE_VECS`` vectors of consecutive
+* :func:`tile_fwd`: ``FWD_ROWS`` output channels x ``TILE_VECS`` vectors of consecutive
   output positions += one weight per channel x ``TILE_VECS`` vectors of input.
-* :func:`tile_dot`: ``TILE_ROWS`` x ``TILE_ROWS`` dot products, one vector of each of
-  ``TILE_ROWS`` input rows and ``TILE_ROWS`` kernel rows (``TILE_ROWS ** 2`` accumulators).
+* :func:`tile_dot`: ``DOT_ROWS`` x ``DOT_ROWS`` dot products, one vector of each of
+  ``DOT_ROWS`` input rows and ``DOT_ROWS`` kernel rows (``DOT_ROWS ** 2`` accumulators).
 * :func:`tile_zero`, :func:`tile_copy`, :func:`tile_accumulate`: clear the accumulators;
   copy them, whole vectors, into a second buffer that the kernel then reads element by
   element; add them, whole vectors, into an array.
 
 Like the kernels, this module imports Numba at its top and is imported on the first
-convolution only.
+convolution only. Numba's disk cache of the kernels is keyed on ``_conv_numba_kernels.py``
+alone: after editing this module, touch that file (or delete its cache) so they recompile.
+The tile shape is repeated in ``_conv_numba`` (which must not import Numba), checked by a
+test.
 """
 from __future__ import annotations
 
@@ -26,10 +29,11 @@ import llvmlite.ir as ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-TILE_ROWS = 4  # output channels of a forward tile; input and kernel rows of a dot tile
+FWD_ROWS = 4  # output channels of a forward tile
 TILE_VECS = 4  # vectors of positions per forward tile row
+DOT_ROWS = 4  # input rows and kernel rows of a dot tile (tile_dot's arguments name 4 each)
 VECTOR_BITS = 512
-TILE_SLOTS = max(TILE_ROWS * TILE_VECS, TILE_ROWS * TILE_ROWS)  # vectors per buffer
+TILE_SLOTS = max(FWD_ROWS * TILE_VECS, DOT_ROWS * DOT_ROWS)  # vectors per buffer
 
 _I32 = ir.IntType(32)
 
@@ -150,7 +154,7 @@ def tile_accumulate(typingctx, acc, dst, di):
 @intrinsic
 def tile_fwd(typingctx, acc, x, xi, w, wi):
     """``acc[b, v] += w[wi + b] * x[xi + v * lanes : ... + lanes]`` for ``b <
-    TILE_ROWS``, ``v < TILE_VECS`` (``x``, ``w``: contiguous 1-d arrays)."""
+    FWD_ROWS``, ``v < TILE_VECS`` (``x``, ``w``: contiguous 1-d arrays)."""
     def codegen(context, builder, sig, args):
         accp, xa, xidx, wa, widx = args
         dtype = acc.dtype
@@ -159,7 +163,7 @@ def tile_fwd(typingctx, acc, x, xi, w, wi):
         px = _data(context, builder, sig.args[1], xa, xidx)
         pw = _data(context, builder, sig.args[3], wa, widx)
         xs = [_load_vec(builder, px, vty, size, v * vty.count) for v in range(TILE_VECS)]
-        for b in range(TILE_ROWS):
+        for b in range(FWD_ROWS):
             ws = _splat(builder, builder.load(builder.gep(pw, [ir.Constant(_I32, b)])), vty)
             for v in range(TILE_VECS):
                 slot = _slot(builder, accp, vty, b * TILE_VECS + v)
@@ -181,9 +185,9 @@ def tile_dot(typingctx, acc, x, x0, x1, x2, x3, w, w0, w1, w2, w3):
               for i in args[2:6]]
         ws = [_load_vec(builder, _data(context, builder, sig.args[6], wa, i), vty, size)
               for i in args[7:11]]
-        for i in range(TILE_ROWS):
-            for q in range(TILE_ROWS):
-                slot = _slot(builder, accp, vty, i * TILE_ROWS + q)
+        for i in range(DOT_ROWS):
+            for q in range(DOT_ROWS):
+                slot = _slot(builder, accp, vty, i * DOT_ROWS + q)
                 builder.store(_fma(builder, xs[i], ws[q], builder.load(slot)), slot)
         return context.get_dummy_value()
     return types.none(acc, x, x0, x1, x2, x3, w, w0, w1, w2, w3), codegen
