@@ -142,17 +142,25 @@ def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, pad
 # channels forward and its weight gradient): the rule before the register tiles, kept for
 # the ``rows`` loop (strided or dilated-kernel convolutions), which has no tiles.
 _SMALL_DIM = 8
-# The tiled loops win where their tiles are mostly useful work: a tile computes 4 output
+# The tiled loops win where their tiles are mostly useful work (a tile computes 4 output
 # channels x 64 (float32) padded-pitch positions, so few channels per group or small images
-# waste some of it. Measured single-threaded (process CPU time) on an AVX-512 Xeon (Emerald
-# Rapids), direct against NumPy path, ms: 3x3, 8 images, 64 -> 64 channels on 32x32 (tile
-# efficiency 0.94): forward 5.4 against 10.3, input gradient 5.4 against 10.4; 128 -> 128 on
-# 16x16 (0.8): 5.7 against 7.3; 256 -> 256 on 8x8 (0.5): 9.3 against 6.6; a 1x1 kernel
-# (a plain matrix product) 1.7 against 1.4. The weight gradient's loop (the flat dot) runs
-# at about two thirds of the forward's rate: on 32x32 7.3 against 8.1 ms (64 -> 64) and 7.9
-# against 8.7 (32 -> 64), on 16x16 7.6 against 6.1.
+# waste some of it), or where the NumPy path's product is small in some dimension (BLAS
+# is slower there, and the copies around it weigh more). Measured single-threaded (process
+# CPU time) on an AVX-512 Xeon (Emerald Rapids), direct against NumPy path, ms. Products
+# large in every dimension: 3x3, 8 images, 64 -> 64 channels on 32x32 (tile efficiency
+# 0.94): forward 5.6 against 10.5, input gradient 5.6 against 10.8; 128 -> 128 on 16x16
+# (0.8): 5.7 against 7.3; 256 -> 256 on 8x8 (0.5): 9.3 against 6.6; a 1x1 kernel (a plain
+# matrix product) 1.7 against 1.4. The weight gradient's loop (the flat dot) runs at about
+# 80% of the forward's rate: on 32x32 6.4 against 8.4 ms (64 -> 64) and 7.7 against 8.6
+# (32 -> 64), on 16x16 (128 -> 128) 7.6 against 6.1. Smaller products (LeNet's second
+# convolution, 6 -> 16 channels, 5x5 on 14x14, batch 64): forward (efficiency 0.52) 0.62
+# against 1.09, input gradient (0.57) 0.95 against 1.16, weight gradient (0.52) 0.76
+# against 1.04; 16 -> 32 channels on 8x8, batch 64: forward (0.5) 0.81 against 1.07, weight
+# gradient 0.78 against 0.95.
 _MIN_TILE_EFFICIENCY = 0.7
-_MIN_DOT_POSITIONS = 1024  # positions per row of the flat dot's kernel (32x32 images)
+_LARGE_DIM = 64  # a NumPy-path product at least this large in every dimension
+_MIN_TILE_EFFICIENCY_SMALL = 0.35  # otherwise
+_MIN_DOT_POSITIONS = 1024  # positions per row of a large flat dot's kernel (32x32 images)
 
 
 def _tile_efficiency(rows: int, n: int, og: int, useful: int, computed: int) -> float:
@@ -180,6 +188,8 @@ def _direct_pays(lhs, rhs, out_shape, *, window_strides, padding, lhs_dilation, 
         dims = (og, cg * kk)
     if min(dims) < _SMALL_DIM:
         return True
+    large = min(dims) >= _LARGE_DIM
+    least = _MIN_TILE_EFFICIENCY if large else _MIN_TILE_EFFICIENCY_SMALL
     # the padded input's sizes and pitches, in 3-d form
     sizes = [dilated_size(n, d) + lo + hi
              for n, d, (lo, hi) in zip(lhs.shape[2:], lhs_dilation, padding)]
@@ -192,13 +202,13 @@ def _direct_pays(lhs, rhs, out_shape, *, window_strides, padding, lhs_dilation, 
         spatial = [1] * (3 - len(out_shape[2:])) + list(out_shape[2:])
         run = sum((y - 1) * q for y, q in zip(spatial, pitches)) + 1
         span = _TILE_VECS * lanes
-        return _tile_efficiency(_FWD_ROWS, 0, og, p, -(-run // span) * span) >= _MIN_TILE_EFFICIENCY
+        return _tile_efficiency(_FWD_ROWS, 0, og, p, -(-run // span) * span) >= least
     if kk > p and all(r == 1 for r in rhs_dilation):
         kernel = [1] * (3 - len(rhs.shape[2:])) + list(rhs.shape[2:])
         length = sum((k - 1) * q for k, q in zip(kernel, pitches)) + 1
         lpad = -(-length // lanes) * lanes
-        return kk >= _MIN_DOT_POSITIONS and _tile_efficiency(
-            _DOT_ROWS, lhs.shape[0], og, kk, lpad) >= _MIN_TILE_EFFICIENCY
+        return (kk >= _MIN_DOT_POSITIONS or not large) and _tile_efficiency(
+            _DOT_ROWS, lhs.shape[0], og, kk, lpad) >= least
     return False
 
 
