@@ -229,6 +229,9 @@ def test_dispatch_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(calls) == 3
     _conv_numba.conv_numba(np, np.ones((64, 8, 8, 8)), np.ones((64, 8, 8, 8)), **params)
     assert len(calls) == 3
+    # a small product (LeNet's second convolution) takes the tiles at a lower efficiency
+    _conv_numba.conv_numba(np, np.ones((2, 6, 14, 14)), np.ones((16, 6, 5, 5)), **_params(2))
+    assert len(calls) == 4
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
