@@ -232,6 +232,12 @@ def test_dispatch_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
     # a small product (LeNet's second convolution) takes the tiles at a lower efficiency
     _conv_numba.conv_numba(np, np.ones((2, 6, 14, 14)), np.ones((16, 6, 5, 5)), **_params(2))
     assert len(calls) == 4
+    # without AVX-512 (the tiles would spill) only the tiny products
+    monkeypatch.setattr(_conv_numba, "_TILES_FIT", False)
+    _conv_numba.conv_numba(np, np.ones((1, 64, 32, 32)), np.ones((64, 64, 3, 3)), **params)
+    assert len(calls) == 4
+    _conv_numba.conv_numba(np, np.ones((1, 1, 6, 6)), np.ones((6, 1, 3, 3)), **params)
+    assert len(calls) == 5
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])

@@ -53,6 +53,7 @@ from functx.primitives._util import dilated_size, out_spatial
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 _KERNELS: dict[str, Callable] | None = None
+_TILES_FIT = True  # whether the register tiles fit in the registers (set by _compile)
 
 # The register tiles' shape (as functx.primitives._conv_numba_tiles, which imports Numba).
 _FWD_ROWS = 4
@@ -74,13 +75,14 @@ FORCE = False
 def _compile() -> dict[str, Callable]:
     """The kernels, loaded on first use (``import numba`` takes a quarter of a second; the
     kernels come from Numba's disk cache after the first process compiled them)."""
-    global _KERNELS
+    global _KERNELS, _TILES_FIT
     if _KERNELS is not None:
         return _KERNELS
     import_numba()  # (with functx's threading policy) before the kernels' module imports it
     # A function-local import: the kernels' module imports Numba at its top.
     from functx.primitives import _conv_numba_kernels as kernels
 
+    _TILES_FIT = kernels.wide_vectors()
     _KERNELS = {"tiled_flat": kernels.tiled_flat, "tiled_dot": kernels.tiled_dot,
                 "rows": kernels.rows, "pad_planes": kernels.pad_planes,
                 "spread_rows": kernels.spread_rows}
@@ -132,7 +134,7 @@ def conv_numba(xp: Any, lhs: np.ndarray, rhs: np.ndarray, *, window_strides, pad
     out_shape = (lhs.shape[0], rhs.shape[0]) + spatial
     if lhs.size == 0 or rhs.size == 0 or math.prod(out_shape) == 0:
         return np.zeros(out_shape, dtype=lhs.dtype)
-    if not FORCE and not _direct_pays(lhs, rhs, out_shape, **params) or not numba_enabled():
+    if not numba_enabled() or not FORCE and not _direct_pays(lhs, rhs, out_shape, **params):
         return conv_cpu(xp, lhs, rhs, **params)
     return direct_conv(lhs, rhs, out_shape, **params)
 
@@ -188,6 +190,9 @@ def _direct_pays(lhs, rhs, out_shape, *, window_strides, padding, lhs_dilation, 
         dims = (og, cg * kk)
     if min(dims) < _SMALL_DIM:
         return True
+    _compile()
+    if not _TILES_FIT:  # no AVX-512: the tiles spill out of the registers (as before them)
+        return False
     large = min(dims) >= _LARGE_DIM
     least = _MIN_TILE_EFFICIENCY if large else _MIN_TILE_EFFICIENCY_SMALL
     # the padded input's sizes and pitches, in 3-d form

@@ -16,7 +16,8 @@ from numba import prange
 
 from functx.primitives._conv_numba_tiles import (DOT_ROWS, FWD_ROWS, tile_accumulate,
                                                  tile_alloc, tile_copy, tile_dot, tile_fwd,
-                                                 tile_lanes, tile_positions, tile_zero)
+                                                 tile_lanes, tile_positions, tile_zero,
+                                                 wide_vectors)
 
 # Numba's floating-point flags: reassociation lets LLVM vectorize the dot products' sums
 # (as BLAS does); no flag that assumes away NaNs or infinities.

@@ -7,7 +7,8 @@ in a stack buffer (:func:`tile_alloc`, an ``alloca`` in the kernel's entry block
 only ever read and written whole vectors at constant offsets, so LLVM's scalar replacement
 keeps them in registers across the loops around the steps (checked with
 ``kernel.inspect_asm``: ``vfmadd231ps`` on ``zmm`` registers, no stack traffic in the loop).
-On a machine without AVX-512 LLVM splits the vectors into the widths it has.
+On a machine without AVX-512 LLVM splits the vectors into the widths it has (correct, but
+the tiles no longer fit in the registers: :func:`wide_vectors` says which).
 
 * :func:`tile_fwd`: ``FWD_ROWS`` output channels x ``TILE_VECS`` vectors of consecutive
   output positions += one weight per channel x ``TILE_VECS`` vectors of input.
@@ -25,8 +26,9 @@ test.
 """
 from __future__ import annotations
 
+import llvmlite.binding as llvm
 import llvmlite.ir as ir
-from numba.core import cgutils, types
+from numba.core import cgutils, config, types
 from numba.extending import intrinsic
 
 FWD_ROWS = 4  # output channels of a forward tile
@@ -36,6 +38,13 @@ VECTOR_BITS = 512
 TILE_SLOTS = max(FWD_ROWS * TILE_VECS, DOT_ROWS * DOT_ROWS)  # vectors per buffer
 
 _I32 = ir.IntType(32)
+
+
+def wide_vectors() -> bool:
+    """Whether Numba compiles for 512-bit vector registers (AVX-512F: 32 of them, room for a
+    tile). Elsewhere each vector takes two or four registers and the tiles spill."""
+    features = config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
+    return "+avx512f" in features.split(",")
 
 
 def lanes_of(dtype: types.Type) -> int:
