@@ -96,16 +96,20 @@ def _as_3d(x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[:2] + (1,) * (5 - x.ndim) + x.shape[2:])
 
 
-def _padded_input(x: np.ndarray, padding, lhs_dilation, slack: int = 0) -> tuple:
+def _padded_input(x: np.ndarray, padding, lhs_dilation, slack: int = 0,
+                  junk_images: int = 0) -> tuple:
     """``x`` (3-d form) dilated by ``lhs_dilation`` and zero-padded (negative values crop),
-    in a contiguous scratch array followed by ``slack`` zeros: (that array, the flat buffer
-    with its slack). Copied plane by plane on Numba's threads (``pad_planes``)."""
+    in a contiguous scratch array followed by ``slack`` zeros and room for ``junk_images``
+    more images (uninitialised): (that array, the flat buffer with its tail). Copied plane
+    by plane on Numba's threads (``pad_planes``)."""
     sizes = tuple(dilated_size(n, d) + lo + hi
                   for n, d, (lo, hi) in zip(x.shape[2:], lhs_dilation, padding))
     shape = x.shape[:2] + sizes
-    flat = scratch(np, (math.prod(shape) + slack,), x.dtype, "numba_x")
-    buf = flat[:math.prod(shape)].reshape(shape)
-    flat[buf.size:] = 0
+    size = math.prod(shape)
+    flat = scratch(np, (size + slack + junk_images * math.prod(shape[1:]),), x.dtype,
+                   "numba_x")
+    buf = flat[:size].reshape(shape)
+    flat[size:size + slack] = 0
     lo = np.array([p[0] for p in padding], dtype=np.int64)
     _launch(_compile()["pad_planes"], x, buf, lo, np.array(lhs_dilation, dtype=np.int64))
     return buf, flat
@@ -237,9 +241,14 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
     strides = (1,) * fill + tuple(window_strides)
     rdil = (1,) * fill + tuple(rhs_dilation)
     lanes = _VECTOR_BYTES // lhs.dtype.itemsize
-    x, xf = _padded_input(_as_3d(lhs), ((0, 0),) * fill + tuple(padding),
-                          (1,) * fill + tuple(lhs_dilation), slack=_TILE_VECS * lanes)
     w = _as_3d(rhs)
+    kernel = w.shape[2:]
+    flat = all(s == 1 for s in strides) and math.prod(kernel) <= math.prod(spatial)
+    dot = not flat and all(r == 1 for r in rdil)
+    # (the flat dot's tiles read DOT_ROWS images from any block's first)
+    x, xf = _padded_input(_as_3d(lhs), ((0, 0),) * fill + tuple(padding),
+                          (1,) * fill + tuple(lhs_dilation), slack=_TILE_VECS * lanes,
+                          junk_images=_DOT_ROWS - 1 if dot else 0)
     out = np.empty(out_shape, dtype=lhs.dtype)
     out3 = _as_3d(out)
     zero = np.zeros((), lhs.dtype)[()]
@@ -247,11 +256,10 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
     n, c = x.shape[:2]
     sizes = x.shape[2:]
     plane = math.prod(sizes)
-    kernel = w.shape[2:]
     o, cg = w.shape[:2]
     og = o // groups
     pitch_d, pitch_h = sizes[1] * sizes[2], sizes[2]
-    if all(s == 1 for s in strides) and math.prod(kernel) <= math.prod(spatial):
+    if flat:
         offs = np.array([a * rdil[0] * pitch_d + b * rdil[1] * pitch_h + e * rdil[2]
                          for a in range(kernel[0]) for b in range(kernel[1])
                          for e in range(kernel[2])], dtype=np.int64)
@@ -265,11 +273,12 @@ def direct_conv(lhs: np.ndarray, rhs: np.ndarray, out_shape: tuple, *, window_st
             wt.reshape(groups, nob, _FWD_ROWS, cg, kk).transpose(0, 1, 3, 4, 2)).reshape(-1)
         _launch(kernels["tiled_flat"], xf, plane, c, wt, offs, out3, pitch_d, pitch_h, groups,
                 zero)
-    elif all(r == 1 for r in rdil):
+    elif dot:
         length = (kernel[0] - 1) * pitch_d + (kernel[1] - 1) * pitch_h + kernel[2]
         lpad = -(-length // lanes) * lanes
-        # the kernel at the padded input's pitches, zeros in the extra columns and the tail
-        wf = scratch(np, (o * cg * lpad,), w.dtype, "numba_w")
+        # the kernel at the padded input's pitches, zeros in the extra columns and the tail;
+        # room for DOT_ROWS more rows (the last block's, never stored)
+        wf = scratch(np, ((o + _DOT_ROWS) * cg * lpad,), w.dtype, "numba_w")
         _launch(kernels["spread_rows"], w, wf, lpad, pitch_d, pitch_h)
         o3 = out3.shape[2:]
         bases = np.array([a * strides[0] * pitch_d + b * strides[1] * pitch_h + e * strides[2]

@@ -119,8 +119,8 @@ def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
     xf[(b C + g cg + c) plane + bases[p] + j]: partial sums over chunks of ``chunk`` input
     channels, by register tiles of DOT_ROWS images x DOT_ROWS output channels.
 
-    ``wf`` is zero past each row's kernel; ``xf`` has ``lpad`` elements of zeros past its
-    last plane.
+    ``wf`` is zero past each row's kernel, and has room for DOT_ROWS more rows; ``xf`` has
+    room for DOT_ROWS - 1 more images and ``lpad`` elements past its last plane.
     """
     n_chunks, n_img, o_all, n_out = out.shape
     og = o_all // groups
@@ -138,29 +138,22 @@ def tiled_dot(xf, plane, c_all, wf, lpad, bases, out, groups, chunk, zero):
         b0 = bb * DOT_ROWS
         acc = tile_alloc(zero)
         sums = np.zeros(n_out * DOT_ROWS * DOT_ROWS * lanes, dtype=xf.dtype)
-        # rows past the last image or the group's last channel repeat it (never stored)
-        xr0 = min(b0, n_img - 1) * c_all
-        xr1 = min(b0 + 1, n_img - 1) * c_all
-        xr2 = min(b0 + 2, n_img - 1) * c_all
-        xr3 = min(b0 + 3, n_img - 1) * c_all
-        wr0 = min(o0, ob_last) * cg
-        wr1 = min(o0 + 1, ob_last) * cg
-        wr2 = min(o0 + 2, ob_last) * cg
-        wr3 = min(o0 + 3, ob_last) * cg
+        # rows past the last image or the group's last channel are junk (never stored):
+        # ``xf`` and ``wf`` have room for them
         c_lo = h * chunk
         c_hi = min(cg, c_lo + chunk)
+        xs = c_all * plane
+        ws = cg * lpad
         # input channel by channel (its rows stay in the L1 cache for every p); the tile's
         # sums for each output position gathered in ``sums``, one vector per accumulator
         for c in range(c_lo, c_hi):
-            xc = g * cg + c
+            xc = (b0 * c_all + g * cg + c) * plane
+            wc = (o0 * cg + c) * lpad
             for p in range(n_out):
                 tile_zero(acc)
-                xo = bases[p]
+                xo = xc + bases[p]
                 for j in range(0, lpad, lanes):
-                    tile_dot(acc, xf, (xr0 + xc) * plane + xo + j, (xr1 + xc) * plane + xo + j,
-                             (xr2 + xc) * plane + xo + j, (xr3 + xc) * plane + xo + j,
-                             wf, (wr0 + c) * lpad + j, (wr1 + c) * lpad + j,
-                             (wr2 + c) * lpad + j, (wr3 + c) * lpad + j)
+                    tile_dot(acc, xf, xo + j, xs, wf, wc + j, ws)
                 tile_accumulate(acc, sums, p * DOT_ROWS * DOT_ROWS * lanes)
         for p in range(n_out):
             for i in range(min(DOT_ROWS, n_img - b0)):

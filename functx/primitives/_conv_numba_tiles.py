@@ -33,7 +33,7 @@ from numba.extending import intrinsic
 
 FWD_ROWS = 4  # output channels of a forward tile
 TILE_VECS = 4  # vectors of positions per forward tile row
-DOT_ROWS = 4  # input rows and kernel rows of a dot tile (tile_dot's arguments name 4 each)
+DOT_ROWS = 4  # input rows and kernel rows of a dot tile
 VECTOR_BITS = 512
 TILE_SLOTS = max(FWD_ROWS * TILE_VECS, DOT_ROWS * DOT_ROWS)  # vectors per buffer
 
@@ -182,21 +182,25 @@ def tile_fwd(typingctx, acc, x, xi, w, wi):
 
 
 @intrinsic
-def tile_dot(typingctx, acc, x, x0, x1, x2, x3, w, w0, w1, w2, w3):
-    """``acc[i, q] += x[xi : xi + lanes] * w[wq : wq + lanes]`` (elementwise; summed by
-    the caller after the loop) for the four rows ``x0..x3`` and ``w0..w3``."""
+def tile_dot(typingctx, acc, x, xi, xs, w, wi, ws):
+    """``acc[i, q] += x[xi + i xs : ... + lanes] * w[wi + q ws : ... + lanes]`` (elementwise;
+    summed by the caller after the loop) for ``i, q < DOT_ROWS`` (rows ``xs`` and ``ws``
+    apart: two addresses and two strides in registers, not eight addresses)."""
     def codegen(context, builder, sig, args):
-        accp, xa, wa = args[0], args[1], args[6]
+        accp, xa, xidx, xstep, wa, widx, wstep = args
         dtype = acc.dtype
         vty = _vec(context, dtype)
         size = dtype.bitwidth // 8
-        xs = [_load_vec(builder, _data(context, builder, sig.args[1], xa, i), vty, size)
-              for i in args[2:6]]
-        ws = [_load_vec(builder, _data(context, builder, sig.args[6], wa, i), vty, size)
-              for i in args[7:11]]
+        px = _data(context, builder, sig.args[1], xa, xidx)
+        pw = _data(context, builder, sig.args[4], wa, widx)
+        xs_, ws_ = [], []
+        for i in range(DOT_ROWS):
+            step = ir.Constant(xstep.type, i)
+            xs_.append(_load_vec(builder, builder.gep(px, [builder.mul(xstep, step)]), vty, size))
+            ws_.append(_load_vec(builder, builder.gep(pw, [builder.mul(wstep, step)]), vty, size))
         for i in range(DOT_ROWS):
             for q in range(DOT_ROWS):
                 slot = _slot(builder, accp, vty, i * DOT_ROWS + q)
-                builder.store(_fma(builder, xs[i], ws[q], builder.load(slot)), slot)
+                builder.store(_fma(builder, xs_[i], ws_[q], builder.load(slot)), slot)
         return context.get_dummy_value()
-    return types.none(acc, x, x0, x1, x2, x3, w, w0, w1, w2, w3), codegen
+    return types.none(acc, x, xi, xs, w, wi, ws), codegen
