@@ -88,6 +88,15 @@ CASES = {
     "3d strided": ((2, 2, 5, 6, 7), (2, 2, 2, 2, 3), _params(3, strides=(2, 1, 2),
                                                              padding=((0, 1), (1, 1), (1, 0)))),
     "dot dilated kernel": ((2, 3, 9, 9), (2, 3, 4, 4), _params(2, rhs_dil=(2, 2))),
+    # register tiles (flat axpy, flat dot) over several blocks of channels, positions and
+    # images, the last ones partial
+    "2d tiles": ((3, 6, 20, 17), (10, 6, 3, 3), _params(2, padding=((1, 1), (2, 0)))),
+    "2d tiles groups": ((2, 8, 13, 12), (12, 4, 3, 3),
+                        _params(2, padding=((1, 1), (1, 1)), groups=2)),
+    "3d tiles": ((2, 3, 6, 7, 8), (5, 3, 2, 3, 3), _params(3, padding=((1, 0), (1, 1), (0, 2)))),
+    "2d dot tiles": ((9, 5, 14, 15), (7, 5, 12, 13), _params(2, padding=((1, 1), (1, 1)))),
+    "2d dot tiles groups": ((6, 6, 12, 12), (10, 3, 10, 11),
+                            _params(2, padding=((1, 1), (0, 1)), groups=2)),
 }
 
 
@@ -97,10 +106,31 @@ def test_layouts_match_generic(name: str) -> None:
     _check(lhs_shape, rhs_shape, params)
 
 
-@pytest.mark.parametrize("name", ["2d same", "2d groups", "2d dot strided", "2d strided"])
+@pytest.mark.parametrize("name", ["2d same", "2d groups", "2d dot strided", "2d strided",
+                                  "2d tiles groups", "2d dot tiles", "3d tiles"])
 def test_float32(name: str) -> None:
     lhs_shape, rhs_shape, params = CASES[name]
     _check(lhs_shape, rhs_shape, params, dtype=np.float32)
+
+
+def test_tile_shape_agrees() -> None:
+    """``_conv_numba`` lays the weights out for the tiles' shape (without importing Numba)."""
+    from functx.primitives import _conv_numba_tiles as tiles
+
+    assert (_conv_numba._FWD_ROWS, _conv_numba._TILE_VECS, _conv_numba._DOT_ROWS,
+            _conv_numba._VECTOR_BYTES) == (tiles.FWD_ROWS, tiles.TILE_VECS, tiles.DOT_ROWS,
+                                           tiles.VECTOR_BITS // 8)
+
+
+@pytest.mark.parametrize("tasks", [1, 10**6])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dot_partial_sums(monkeypatch: pytest.MonkeyPatch, tasks: int, dtype: Any) -> None:
+    """The flat dot's sum over input channels whole or in chunks (one partial sum per
+    chunk, as many as it takes to give every thread tasks)."""
+    monkeypatch.setattr(_conv_numba, "_TASKS_PER_THREAD", tasks)
+    for name in ["2d dot tiles", "2d dot tiles groups", "1d dot"]:
+        lhs_shape, rhs_shape, params = CASES[name]
+        _check(lhs_shape, rhs_shape, params, dtype=dtype)
 
 
 def test_transposed_operands() -> None:
@@ -186,7 +216,28 @@ def test_dispatch_only_where_it_pays(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not calls and out.shape == (1, 64, 6, 6)
     # 1 -> 6 channels: a tiny product (the direct kernels win)
     _conv_numba.conv_numba(np, np.ones((1, 1, 6, 6)), np.ones((6, 1, 3, 3)), **params)
-    assert calls
+    assert len(calls) == 1
+    # 64 -> 64 channels on 32 x 32: the register tiles are nearly all useful work
+    _conv_numba.conv_numba(np, np.ones((1, 64, 32, 32)), np.ones((64, 64, 3, 3)), **params)
+    assert len(calls) == 2
+    # ... but not with a 1 x 1 kernel (a plain matrix product: BLAS wins)
+    _conv_numba.conv_numba(np, np.ones((1, 64, 32, 32)), np.ones((64, 64, 1, 1)),
+                           **_params(2))
+    assert len(calls) == 2
+    # its weight gradient's shape (the flat dot), on 32 x 32 but not on 8 x 8
+    _conv_numba.conv_numba(np, np.ones((64, 8, 32, 32)), np.ones((64, 8, 32, 32)), **params)
+    assert len(calls) == 3
+    _conv_numba.conv_numba(np, np.ones((64, 8, 8, 8)), np.ones((64, 8, 8, 8)), **params)
+    assert len(calls) == 3
+    # a small product (LeNet's second convolution) takes the tiles at a lower efficiency
+    _conv_numba.conv_numba(np, np.ones((2, 6, 14, 14)), np.ones((16, 6, 5, 5)), **_params(2))
+    assert len(calls) == 4
+    # without AVX-512 (the tiles would spill) only the tiny products
+    monkeypatch.setattr(_conv_numba, "_TILES_FIT", False)
+    _conv_numba.conv_numba(np, np.ones((1, 64, 32, 32)), np.ones((64, 64, 3, 3)), **params)
+    assert len(calls) == 4
+    _conv_numba.conv_numba(np, np.ones((1, 1, 6, 6)), np.ones((6, 1, 3, 3)), **params)
+    assert len(calls) == 5
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
