@@ -15,6 +15,7 @@ with :func:`vjp_record` and runs the same backward pass.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Callable, Sequence
 
@@ -26,9 +27,9 @@ from functx.ir import Eqn, Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
 from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, apply_eager, aval_of_value,
-                            bind, leak_error, staged_like, user_source)
+                            bind, leak_error, user_source)
 from functx.transforms.interpret import walk_reverse
-from functx.transforms.residuals import needed_residuals
+from functx.transforms.residuals import CACHE_LIMIT, needed_residuals
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
            "is_float", "zeros", "seed", "read_only", "snapshot_records"]
@@ -64,27 +65,38 @@ class ConcreteTraceBuilder(TraceBuilder):
             for a in args:
                 if type(a) is Tracer and a._builder is self:
                     raise leak_error(a)
-        atoms = []
-        vals = []
-        targets = []
-        plain = True  # no tracer of an enclosing transform among the values
-        for a in args:
-            if type(a) is Tracer and a._builder is self:
-                v = a._var
-                atoms.append(v)
-                targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
-                a = a._value
-                if type(a) is Tracer:
+        a = args[0] if len(args) == 1 else None
+        if type(a) is Tracer and a._builder is self and type(a._value) is np.ndarray:
+            # (one operand, this builder's, with a NumPy value: no lists, no loop)
+            v = a._var
+            atoms = (v,)
+            targets = (v,) if INEXACT_DTYPES[v.aval.dtype] else (None,)
+            vals = (a._value,)
+            plain = True
+        else:
+            atoms = []
+            vals = []
+            targets = []
+            plain = True  # no tracer of an enclosing transform among the values
+            for a in args:
+                if type(a) is Tracer and a._builder is self:
+                    v = a._var
+                    atoms.append(v)
+                    targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
+                    a = a._value
+                    if type(a) is Tracer:
+                        plain = False
+                elif type(a) is Tracer:
                     plain = False
-            elif type(a) is Tracer:
-                plain = False
-                atoms.append(self.atom_of(a))
-                targets.append(None)
-            else:  # a constant: its atom (lift's memo, looked up here first)
-                hit = self._const_ids.get(id(a))
-                atoms.append(self.lift(a) if hit is None else hit[1])
-                targets.append(None)
-            vals.append(a)
+                    atoms.append(self.atom_of(a))
+                    targets.append(None)
+                else:  # a constant: its atom (lift's memo, looked up here first)
+                    hit = self._const_ids.get(id(a))
+                    atoms.append(self.lift(a) if hit is None else hit[1])
+                    targets.append(None)
+                vals.append(a)
+            atoms = tuple(atoms)
+            targets = tuple(targets)
         out = apply_eager(prim, vals, params) if plain else bind(prim, *vals, **params)
         multiple = prim.multiple_results
         # An output with no derivative (a zero VJP rule: stop_gradient, floor, comparisons...;
@@ -114,18 +126,16 @@ class ConcreteTraceBuilder(TraceBuilder):
         # Equations are recorded without their source line (grad's hot path), except where
         # the backward pass would need it for an error message. (tuple.__new__ makes the
         # Eqn named tuple without the Python frame of its __new__: this is grad's hot path.)
-        atoms = tuple(atoms)
         self.eqns.append(_new_tuple(Eqn, (prim, atoms, params, out_vars,
                                           None if vjp is not None else user_source(3))))
         # The record's inputs: the values the VJP rule reads, abstract values elsewhere;
         # where some cotangents are unneeded, only what the needed ones read (memplan).
-        saved = prim.save_inputs if vjp is not None else ()
-        save_out = prim.save_output
-        if type(saved) is tuple and vjp is not None and None in targets:
-            hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
-                                   params)
-            if hit is not None:
-                saved, save_out = hit
+        if vjp is None:
+            saved, save_out = (), prim.save_output
+        else:
+            saved, save_out = prim.save_inputs, prim.save_output
+            if type(saved) is tuple and (saved or save_out) and None in targets:
+                saved, save_out = _needed(prim, atoms, targets, out_vars, params, saved, save_out)
         if type(saved) is tuple and len(saved) == len(atoms):  # (every input: no copy)
             ins = tuple(vals)
         else:
@@ -137,7 +147,7 @@ class ConcreteTraceBuilder(TraceBuilder):
             res_out = out
         else:
             res_out = [v.aval for v in out_vars] if multiple else out_vars[0].aval
-        self.records.append((ins, res_out, tuple(targets)))
+        self.records.append((ins, res_out, targets))
         if multiple:
             return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
         t = _new_object(Tracer)  # Tracer(self, out_vars[0], out) without its __init__'s frame
@@ -146,6 +156,35 @@ class ConcreteTraceBuilder(TraceBuilder):
         t._value = out
         t._tangent = None
         return t
+
+
+# (prim, input types, which targets are None) -> needed_residuals' answer, for equations
+# without params (binary elementwise primitives with a constant operand: grad's hot path)
+_NEEDED: dict = {}
+_MISS = object()
+_is_none = functools.partial(operator.is_, None)
+
+
+def _needed(prim: Primitive, atoms: tuple, targets: tuple, out_vars: tuple, params: dict,
+            saved: tuple, save_out: bool) -> tuple:
+    """``(saved, save_out)``: what ``prim``'s VJP rule reads for the needed cotangents
+    (:func:`needed_residuals`, else the declaration), memoised without building its key."""
+    if params:
+        hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
+                               params)
+    else:
+        if len(atoms) == 2:
+            key = (prim, atoms[0].aval, atoms[1].aval, targets[0] is None, targets[1] is None)
+        else:
+            key = (prim, tuple(map(_aval_of_atom, atoms)), tuple(map(_is_none, targets)))
+        hit = _NEEDED.get(key, _MISS)
+        if hit is _MISS:
+            hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
+                                   params)
+            if len(_NEEDED) >= CACHE_LIMIT:
+                _NEEDED.clear()
+            _NEEDED[key] = hit
+    return (saved, save_out) if hit is None else hit
 
 
 # (shape, dtype) -> (the abstract value, whether values of it carry cotangents)
@@ -187,6 +226,17 @@ def zeros(aval: Any, like: Any) -> Any:
         z.flags.writeable = False
         return z
     return backend.xp.zeros(aval.shape, aval.dtype)
+
+
+def staged_like(x: Any, like: Any) -> Any:
+    """``x`` as a constant tracer of the abstract trace ``like`` belongs to (what is computed
+    from it is recorded there, as JAX stages constants under ``jit``), else ``x``."""
+    b = like._builder if type(like) is Tracer else None
+    if b is None or b.concrete or not b.active:
+        return x
+    b.const_vars.append(Var(abstractify(x)))
+    b.const_values.append(x)
+    return Tracer(b, b.const_vars[-1])
 
 
 def seed(aval: Any, value: Any) -> Any:
