@@ -3,8 +3,8 @@
 The forward pass traces the function with a :class:`ConcreteTraceBuilder`: values are
 computed as equations are recorded (so Python control flow works), and next to each
 equation the builder keeps its *VJP record*: exactly the residuals its primitive's VJP rule
-declares. The backward pass (:func:`backward_pass`) walks the equations in reverse
-(``functx.transforms.interpret.walk_reverse``), calls each VJP rule with its record and
+declares. The backward pass (:func:`backward_pass`) walks the equations in reverse (as
+``functx.transforms.interpret.walk_reverse`` does), calls each VJP rule with its record and
 drops the record right after (so each residual is freed after its last use). Rules bind
 functx operations, so when the values are tracers of an outer transform, the backward pass
 is itself recorded: ``grad(grad(f))`` works.
@@ -28,7 +28,6 @@ from functx.primitives.elementwise import add
 from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, apply_eager, aval_of_value,
                             bind, leak_error, user_source)
-from functx.transforms.interpret import walk_reverse
 from functx.transforms.residuals import CACHE_LIMIT, needed_residuals
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
@@ -391,35 +390,51 @@ def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
     for v, ct in zip(trace.outputs, out_cts):
         if type(v) is Var and ct is not None and is_float(v.aval):
             cts[v] = add(cts[v], ct) if v in cts else ct
-    take = records.pop if consume else records.__getitem__
-
-    def rule(k: int, eqn: Any, ct: Any) -> tuple | None:
-        ins, out, targets = take() if consume else take(k)  # (popped even where no ct flows)
-        if ct is None:
-            return None
+    # The walk of functx.transforms.interpret.walk_reverse, with the rule written into the
+    # loop (eager grad's hot path: no rule frame, no tuple of flows per equation). Each
+    # equation's record is dropped when the walk reaches it (consume), whether or not a
+    # cotangent flows; cotangents reaching one variable are summed in the order they arrive.
+    pop = cts.pop
+    eqns = trace.eqns
+    take = records.pop
+    for k in range(len(eqns) - 1, -1, -1):
+        eqn = eqns[k]
+        ins, out, targets = take() if consume else records[k]
         prim = eqn.prim
-        if prim.multiple_results and not prim.none_cts:
-            some = next(c for c in ct if c is not None)
-            ct = [c if c is not None else zeros(v.aval, some) for c, v in zip(ct, eqn.outputs)]
+        if prim.multiple_results:
+            ct: Any = [pop(v, None) for v in eqn.outputs]
+            if all(c is None for c in ct):
+                continue
+            if not prim.none_cts:
+                some = next(c for c in ct if c is not None)
+                ct = [c if c is not None else zeros(v.aval, some)
+                      for c, v in zip(ct, eqn.outputs)]
+        else:
+            ct = pop(eqn.outputs[0], None)
+            if ct is None:
+                continue
         vjp = prim.vjp
         if vjp is None:
             if prim.has_zero_vjp or not _reaches(trace, k):
-                return None
+                continue
             raise MissingRuleError(
                 f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
                 f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs "
                 "in functx.stop_gradient if no gradient should flow through it.")
         if prim.has_zero_vjp:
-            return None
+            continue
         # (the VJP rule is called here, not in a helper: see walk_reverse's docstring)
+        params = eqn.params
         if prim.vjp_selective:
             if len(targets) == 2:  # (binary primitives: no list comprehension's frame)
                 needs = (targets[0] is not None, targets[1] is not None)
             else:
                 needs = tuple([t is not None for t in targets])
-            return targets, vjp(ct, ins, out, needs=needs, **eqn.params)
-        params = eqn.params
-        return targets, vjp(ct, ins, out, **params) if params else vjp(ct, ins, out)
-
-    walk_reverse(trace, cts, rule, add)
+            in_cts = (vjp(ct, ins, out, needs=needs, **params) if params
+                      else vjp(ct, ins, out, needs=needs))
+        else:
+            in_cts = vjp(ct, ins, out, **params) if params else vjp(ct, ins, out)
+        for t, c in zip(targets, in_cts):
+            if t is not None and c is not None:
+                cts[t] = add(cts[t], c) if t in cts else c
     return [cts.get(v) for v in trace.in_vars]
