@@ -64,19 +64,46 @@ class ConcreteTraceBuilder(TraceBuilder):
             for a in args:
                 if type(a) is Tracer and a._builder is self:
                     raise leak_error(a)
-        a = args[0] if len(args) == 1 else None
-        if type(a) is Tracer and a._builder is self and type(a._value) is np.ndarray:
-            # (one operand, this builder's, with a NumPy value: no lists, no loop)
-            v = a._var
-            atoms = (v,)
-            targets = (v,) if INEXACT_DTYPES[v.aval.dtype] else (None,)
-            vals = (a._value,)
-            plain = True
-        else:
+        # The common operands take no lists and no loop: one or two NumPy values, each this
+        # builder's tracer or a constant it has seen (lift's memo); others take the loop.
+        atoms = None
+        n = len(args)
+        if n == 1:
+            a = args[0]
+            if type(a) is Tracer and a._builder is self and type(a._value) is _ndarray:
+                v = a._var
+                atoms = (v,)
+                targets = atoms if INEXACT_DTYPES[v.aval.dtype] else (None,)
+                vals = (a._value,)
+        elif n == 2:
+            a, b = args
+            if type(a) is Tracer and a._builder is self and type(a._value) is _ndarray:
+                v = a._var
+                if type(b) is _ndarray:
+                    hit = self._const_ids.get(id(b))
+                    if hit is not None:
+                        atoms = (v, hit[1])
+                        targets = (v if INEXACT_DTYPES[v.aval.dtype] else None, None)
+                        vals = (a._value, b)
+                elif type(b) is Tracer and b._builder is self and type(b._value) is _ndarray:
+                    w = b._var
+                    atoms = (v, w)
+                    targets = (v if INEXACT_DTYPES[v.aval.dtype] else None,
+                               w if INEXACT_DTYPES[w.aval.dtype] else None)
+                    vals = (a._value, b._value)
+            elif (type(a) is _ndarray and type(b) is Tracer and b._builder is self
+                  and type(b._value) is _ndarray):
+                hit = self._const_ids.get(id(a))
+                if hit is not None:
+                    w = b._var
+                    atoms = (hit[1], w)
+                    targets = (None, w if INEXACT_DTYPES[w.aval.dtype] else None)
+                    vals = (a, b._value)
+        plain = True  # no tracer of an enclosing transform among the values
+        if atoms is None:
             atoms = []
             vals = []
             targets = []
-            plain = True  # no tracer of an enclosing transform among the values
             for a in args:
                 if type(a) is Tracer and a._builder is self:
                     v = a._var
@@ -109,7 +136,7 @@ class ConcreteTraceBuilder(TraceBuilder):
         else:
             if prim.has_zero_vjp:
                 return out
-            if type(out) is np.ndarray:  # (abstractify's memo, with the dtype's kind beside)
+            if type(out) is _ndarray:  # (abstractify's memo, with the dtype's kind beside)
                 info = _ARRAY_INFO.get((out.shape, out.dtype)) or _array_info(out)
                 if not info[1]:
                     return out
@@ -137,6 +164,8 @@ class ConcreteTraceBuilder(TraceBuilder):
                 saved, save_out = _needed(prim, atoms, targets, out_vars, params, saved, save_out)
         if type(saved) is tuple and len(saved) == len(atoms):  # (every input: no copy)
             ins = tuple(vals)
+        elif saved == ():  # (no input: their types)
+            ins = tuple(map(_aval_of_atom, atoms))
         else:
             ins = list(map(_aval_of_atom, atoms))  # (no list comprehension's frame)
             for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
@@ -160,7 +189,6 @@ class ConcreteTraceBuilder(TraceBuilder):
 # (prim, input types, which targets are None) -> needed_residuals' answer, for equations
 # without params (binary elementwise primitives with a constant operand: grad's hot path)
 _NEEDED: dict = {}
-_MISS = object()
 _is_none = functools.partial(operator.is_, None)
 
 
@@ -172,17 +200,21 @@ def _needed(prim: Primitive, atoms: tuple, targets: tuple, out_vars: tuple, para
         hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
                                params)
     else:
+        # (keyed by the input types' ids, which the entry keeps alive: hashing an
+        # AbstractArray is a Python call each; equal types that are distinct objects only
+        # miss, abstractify memoises them)
+        avals = tuple(map(_aval_of_atom, atoms))
         if len(atoms) == 2:
-            key = (prim, atoms[0].aval, atoms[1].aval, targets[0] is None, targets[1] is None)
+            key = (prim, id(avals[0]), id(avals[1]), targets[0] is None, targets[1] is None)
         else:
-            key = (prim, tuple(map(_aval_of_atom, atoms)), tuple(map(_is_none, targets)))
-        hit = _NEEDED.get(key, _MISS)
-        if hit is _MISS:
-            hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
-                                   params)
+            key = (prim, tuple(map(id, avals)), tuple(map(_is_none, targets)))
+        entry = _NEEDED.get(key)
+        if entry is None:
+            hit = needed_residuals(prim, targets, list(avals), out_vars, params)
             if len(_NEEDED) >= CACHE_LIMIT:
                 _NEEDED.clear()
-            _NEEDED[key] = hit
+            _NEEDED[key] = entry = (hit, avals)
+        hit = entry[0]
     return (saved, save_out) if hit is None else hit
 
 
@@ -198,6 +230,7 @@ def _array_info(x: np.ndarray) -> tuple:
     return info
 
 
+_ndarray = np.ndarray
 _new_tuple = tuple.__new__
 _new_object = object.__new__
 _aval_of_atom = operator.attrgetter("aval")
