@@ -16,11 +16,10 @@ value as it records it and keeps the residuals each VJP rule declares; forward m
 them: a builder is anything with ``process(prim, args, params)``.
 
 Eager binds and concrete tracing run a primitive's implementation directly, without its
-abstract-eval rule: that is the hot path of eager ``grad``. ``functx.numpy`` validates and
-promotes arguments before it binds, so this only matters for code that binds primitives
-itself; when an implementation fails, the error is explained with the shape rule. Setting
-``functx.tracing.CHECK_EAGER = True`` checks every eager bind against its shape rule (the
-test suite runs that way, with ``CHECK_TRACES = True``, which type-checks every finished
+abstract-eval rule (the hot path of eager ``grad``): ``functx.numpy`` validates and promotes
+arguments before it binds, and a failing implementation's error is explained with the shape
+rule. ``functx.tracing.CHECK_EAGER = True`` checks every eager bind against its shape rule
+(the test suite sets it, and ``CHECK_TRACES = True``, which type-checks every finished
 trace). Abstract tracing always checks shapes and dtypes at trace time.
 """
 from __future__ import annotations
@@ -32,8 +31,7 @@ from typing import Any, Callable, Collection, NamedTuple, Sequence
 import numpy as np
 
 from functx import backends, tree
-# attach_source, leak_error and your_code live in functx.errors (with user_source); they
-# are imported from here too.
+# (attach_source, leak_error, your_code: functx.errors' names, imported from here too)
 from functx.errors import (ConcretizationError, FunctxError, MissingRuleError, attach_source,
                            leak_error, user_source, your_code)
 from functx.ir import (INEXACT_DTYPES, AbstractArray, Eqn, Literal, SourceInfo, Trace, Var,
@@ -477,11 +475,15 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     ``args`` it runs the implementation for the arguments' backend (:func:`apply_eager`,
     the hot path of eager ``grad``).
     """
+    impl = prim.cpu_arrays_impl
     for a in args:
-        if type(a) is not _ndarray:
-            break
+        t = type(a)
+        if t is not _ndarray:
+            if t is not float and t is not int:
+                break
+            impl = None  # (Python scalars: the CPU impl, as in apply_eager)
     else:  # NumPy arrays only (eager grad's backward pass): apply_eager's hot path, inline
-        impl = prim.cpu_arrays_impl or prim._impl_cache.get("cpu") or prim.impl_for(_CPU)
+        impl = impl or prim._impl_cache.get("cpu") or prim.impl_for(_CPU)
         try:
             out = impl(*args, **params) if params else impl(*args)
         except FunctxError as e:
