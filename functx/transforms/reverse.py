@@ -21,7 +21,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx.backends import backend_of, default_backend, owned_read_only
+from functx import tracing
+from functx.backends import backend_of, default_backend, finalize_cpu, owned_read_only
 from functx.errors import MissingRuleError
 from functx.ir import Eqn, Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
@@ -100,7 +101,10 @@ class ConcreteTraceBuilder(TraceBuilder):
                     targets = (None, w if INEXACT_DTYPES[w.aval.dtype] else None)
                     vals = (a, b._value)
         plain = True  # no tracer of an enclosing transform among the values
-        if atoms is None:
+        if atoms is not None:  # (a fast path's NumPy values: the CPU impl, inline below)
+            impl = prim.cpu_arrays_impl
+        else:
+            impl = None
             atoms = []
             vals = []
             targets = []
@@ -123,8 +127,20 @@ class ConcreteTraceBuilder(TraceBuilder):
                 vals.append(a)
             atoms = tuple(atoms)
             targets = tuple(targets)
-        out = apply_eager(prim, vals, params) if plain else bind(prim, *vals, **params)
         multiple = prim.multiple_results
+        if impl is not None and not multiple and not tracing.CHECK_EAGER:
+            # One or two NumPy values: apply_eager's CPU path, without its frame and loop
+            try:
+                out = impl(*vals, **params) if params else impl(*vals)
+            except Exception:  # (run again by apply_eager, which explains the error)
+                out = apply_eager(prim, vals, params)
+            if (type(out) is _ndarray and out.base is None and out is not vals[0]
+                    and out is not vals[-1]):  # (a fresh result: read-only, as apply_eager)
+                out.setflags(False)
+            else:
+                out = finalize_cpu(out, vals)
+        else:
+            out = apply_eager(prim, vals, params) if plain else bind(prim, *vals, **params)
         # An output with no derivative (a zero VJP rule: stop_gradient, floor, comparisons...;
         # or integer/boolean outputs only) is a constant of this trace, as in JAX: it is
         # returned as the value itself, with no equation or record (nothing flows back

@@ -175,6 +175,7 @@ def unary(name: str, impl: Callable | str, accepts: str = "any",
     p.def_impl(impl)
     if isinstance(impl, str):
         p.def_impl_out(_ufunc_out(impl), alias="any")
+        p.def_cpu_arrays_impl(getattr(np, impl))  # (NumPy's ufunc: what the impl calls)
     return p
 
 
