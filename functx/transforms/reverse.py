@@ -182,6 +182,8 @@ class ConcreteTraceBuilder(TraceBuilder):
             ins = tuple(vals)
         elif saved == ():  # (no input: their types)
             ins = tuple(map(_aval_of_atom, atoms))
+        elif len(atoms) == 2 and type(saved) is tuple:  # (one of two: no list, no loop)
+            ins = (vals[0], atoms[1].aval) if saved[0] == 0 else (atoms[0].aval, vals[1])
         else:
             ins = list(map(_aval_of_atom, atoms))  # (no list comprehension's frame)
             for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
@@ -483,6 +485,13 @@ def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
                       else vjp(ct, ins, out, needs=needs))
         else:
             in_cts = vjp(ct, ins, out, **params) if params else vjp(ct, ins, out)
+        if len(targets) == 1:  # (one input: no zip)
+            t = targets[0]
+            if t is not None:
+                c = in_cts[0]
+                if c is not None:
+                    cts[t] = add(cts[t], c) if t in cts else c
+            continue
         for t, c in zip(targets, in_cts):
             if t is not None and c is not None:
                 cts[t] = add(cts[t], c) if t in cts else c
