@@ -78,6 +78,20 @@ ShapeDtype = AbstractArray
 tree.register_leaf_type(AbstractArray)
 
 
+class _InexactDTypes(dict):
+    """dtype -> whether values of it carry cotangents (floating point and complex)."""
+
+    def __missing__(self, dtype: Any) -> bool:
+        dtype = np.dtype(dtype)
+        self[dtype] = r = dtype.kind in "fc" or dtype.name == "bfloat16"
+        return r
+
+
+# dtype -> whether values of it carry derivatives (float/complex): forward and reverse mode,
+# the Jacobians and custom derivatives ask it (functx.tracing exports it too).
+INEXACT_DTYPES = _InexactDTypes()
+
+
 _ARRAY_AVALS: dict = {}
 
 

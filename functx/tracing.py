@@ -16,11 +16,10 @@ value as it records it and keeps the residuals each VJP rule declares; forward m
 them: a builder is anything with ``process(prim, args, params)``.
 
 Eager binds and concrete tracing run a primitive's implementation directly, without its
-abstract-eval rule: that is the hot path of eager ``grad``. ``functx.numpy`` validates and
-promotes arguments before it binds, so this only matters for code that binds primitives
-itself; when an implementation fails, the error is explained with the shape rule. Setting
-``functx.tracing.CHECK_EAGER = True`` checks every eager bind against its shape rule (the
-test suite runs that way, with ``CHECK_TRACES = True``, which type-checks every finished
+abstract-eval rule (the hot path of eager ``grad``): ``functx.numpy`` validates and promotes
+arguments before it binds, and a failing implementation's error is explained with the shape
+rule. ``functx.tracing.CHECK_EAGER = True`` checks every eager bind against its shape rule
+(the test suite sets it, and ``CHECK_TRACES = True``, which type-checks every finished
 trace). Abstract tracing always checks shapes and dtypes at trace time.
 """
 from __future__ import annotations
@@ -32,11 +31,11 @@ from typing import Any, Callable, Collection, NamedTuple, Sequence
 import numpy as np
 
 from functx import backends, tree
-# attach_source, leak_error and your_code live in functx.errors (with user_source); they
-# are imported from here too.
+# (attach_source, leak_error, your_code: functx.errors' names, imported from here too)
 from functx.errors import (ConcretizationError, FunctxError, MissingRuleError, attach_source,
                            leak_error, user_source, your_code)
-from functx.ir import AbstractArray, Eqn, Literal, SourceInfo, Trace, Var, abstractify, typecheck
+from functx.ir import (INEXACT_DTYPES, AbstractArray, Eqn, Literal, SourceInfo, Trace, Var,
+                       abstractify, typecheck)
 from functx.registry import Primitive
 from functx.registry.hooks import HOOKS
 
@@ -307,8 +306,6 @@ class Tracer:
 backends.register_tracer_type(Tracer, lambda t: t._value)
 
 
-
-
 # ----------------------------------------------------------------------------------------
 # Builders
 
@@ -430,20 +427,6 @@ class TraceBuilder:
         return trace
 
 
-class _InexactDTypes(dict):
-    """dtype -> whether values of it carry cotangents (floating point and complex)."""
-
-    def __missing__(self, dtype: Any) -> bool:
-        dtype = np.dtype(dtype)
-        self[dtype] = r = dtype.kind in "fc" or dtype.name == "bfloat16"
-        return r
-
-
-# dtype -> whether values of it carry derivatives (float/complex): forward and reverse mode,
-# the Jacobians and custom derivatives ask it.
-INEXACT_DTYPES = _InexactDTypes()
-
-
 def aval_of_value(x: Any) -> AbstractArray:
     """The abstract value of a computed value (a tracer's, or the memoised one of an array)."""
     return x._var.aval if type(x) is Tracer else abstractify(x)
@@ -485,17 +468,6 @@ _MIXED = backends.MIXED
 _ndarray = np.ndarray
 
 
-def staged_like(x: Any, like: Any) -> Any:
-    """``x`` as a constant tracer of the abstract trace ``like`` belongs to (what is computed
-    from it is recorded there, as JAX stages constants under ``jit``), else ``x``."""
-    b = like._builder if type(like) is Tracer else None
-    if b is None or b.concrete or not b.active:
-        return x
-    b.const_vars.append(Var(abstractify(x)))
-    b.const_values.append(x)
-    return Tracer(b, b.const_vars[-1])
-
-
 def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     """Apply ``prim`` to ``args``: eagerly, or by recording it into the innermost trace.
 
@@ -503,6 +475,34 @@ def bind(prim: Primitive, *args: Any, **params: Any) -> Any:
     ``args`` it runs the implementation for the arguments' backend (:func:`apply_eager`,
     the hot path of eager ``grad``).
     """
+    impl = prim.cpu_arrays_impl
+    for a in args:
+        t = type(a)
+        if t is not _ndarray:
+            if t is not float and t is not int:
+                break
+            impl = None  # (Python scalars: the CPU impl, as in apply_eager)
+    else:  # NumPy arrays only (eager grad's backward pass): apply_eager's hot path, inline
+        impl = impl or prim._impl_cache.get("cpu") or prim.impl_for(_CPU)
+        try:
+            out = impl(*args, **params) if params else impl(*args)
+        except FunctxError as e:
+            raise attach_source(e, user_source(1)) from None
+        except Exception as e:
+            _explain_eager_failure(prim, args, params, _CPU, e, 2)
+        if type(out) is _ndarray and out.base is None and not prim.multiple_results:
+            for a in args:  # (as in apply_eager)
+                if a is out:
+                    out = backends.finalize_cpu(out, args)
+                    break
+            else:
+                out.setflags(False)
+        else:  # (a view, or several results: copies of what may change, see finalize_cpu)
+            out = ([backends.finalize_cpu(o, args) for o in out] if prim.multiple_results
+                   else backends.finalize_cpu(out, args))
+        if CHECK_EAGER:
+            _check_against_abstract_eval(prim, args, params, out)
+        return out
     builder = None
     for a in args:
         if type(a) is Tracer:
@@ -523,13 +523,18 @@ def apply_eager(prim: Primitive, args: tuple | list, params: dict) -> Any:
     on their backend; on the CPU the result is read-only. Concrete builders call it
     directly for the values they compute."""
     backend = _CPU
+    impl = prim.cpu_arrays_impl
     for a in args:  # (NumPy arrays only, the hot path: one type test each)
-        if type(a) is not _ndarray:
+        t = type(a)
+        if t is not _ndarray:
+            if t is float or t is int:  # (a Python scalar joins the CPU arrays' impl)
+                impl = None
+                continue
             backend, args = _eager_backend(prim, args)
             impl = prim._impl_cache.get(backend.name) or prim.impl_for(backend)
             break
     else:
-        impl = prim.cpu_arrays_impl or prim._impl_cache.get("cpu") or prim.impl_for(_CPU)
+        impl = impl or prim._impl_cache.get("cpu") or prim.impl_for(_CPU)
     try:
         out = impl(*args, **params) if params else impl(*args)
     except FunctxError as e:
@@ -537,17 +542,16 @@ def apply_eager(prim: Primitive, args: tuple | list, params: dict) -> Any:
     except Exception as e:
         _explain_eager_failure(prim, args, params, backend, e)
     if backend is _CPU:
-        if prim.multiple_results:
-            out = [backends.finalize_cpu(o, args) for o in out]
-        elif type(out) is _ndarray and out.base is None:  # a fresh result (it owns its data)
-            for a in args:  # an impl may return an input itself: the caller's writeable
-                if a is out:  # array, which must not change under the result: a copy
-                    out = backends.finalize_cpu(out, args)
+        if type(out) is _ndarray and out.base is None and not prim.multiple_results:
+            for a in args:  # a fresh result (it owns its data); but an impl may return an
+                if a is out:  # input itself: the caller's writeable array, which must not
+                    out = backends.finalize_cpu(out, args)  # change under the result: a copy
                     break
             else:  # setflags(write=False), positionally: out.flags.writeable = False
                 out.setflags(False)  # makes a flags object, and a keyword costs a parse
-        else:
-            out = backends.finalize_cpu(out, args)
+        else:  # (a view, or several results: copies of what may change, see finalize_cpu)
+            out = ([backends.finalize_cpu(o, args) for o in out] if prim.multiple_results
+                   else backends.finalize_cpu(out, args))
     if CHECK_EAGER:
         _check_against_abstract_eval(prim, args, params, out)
     return out
@@ -582,8 +586,8 @@ def _eager_backend(prim: Primitive, args: tuple | list) -> tuple:
 
 
 def _explain_eager_failure(prim: Primitive, args: tuple, params: dict,
-                           backend: backends.Backend, err: Exception) -> None:
-    source = user_source(3)
+                           backend: backends.Backend, err: Exception, depth: int = 3) -> None:
+    source = user_source(depth)
     avals = [abstractify(a) for a in args]
     try:
         _abstract_eval_cached(prim, tuple(avals), params)

@@ -356,6 +356,9 @@ def promote_args(name: str, *args: Any) -> list:
 
 
 _SCALAR_ARRAYS: dict = {}
+# (type(v), v, dtype) -> _scalar_array(v, dtype), for hot paths that look it up inline
+# (functx.numpy's arithmetic wrappers); a miss means: call _scalar_array.
+SCALAR_ARRAY_MEMO = _SCALAR_ARRAYS
 
 
 def _scalar_array(v: builtins.int | builtins.float, dtype: np.dtype) -> np.ndarray:

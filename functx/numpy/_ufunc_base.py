@@ -9,9 +9,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from functx.tracing import Tracer
+from functx.registry import Primitive
+from functx.tracing import Tracer, bind
 from functx.numpy._promotion import (
     PY_SCALARS,
+    SCALAR_ARRAY_MEMO,
     astype,
     check_no_out,
     is_tracer,
@@ -78,6 +80,89 @@ def as_ufunc(impl: Callable) -> Callable:
                 x1, x2 = binary_operand(name, x1, dtype), binary_operand(name, x2, dtype)
             return impl(x1, x2)
     ufunc.__name__ = ufunc.__qualname__ = name
+    ufunc.__doc__ = impl.__doc__
+    ufunc.__module__ = impl.__module__
+    return ufunc
+
+
+def inexact_ufunc(prim: Primitive) -> Callable:
+    """:func:`as_ufunc` for a function ``impl(x) = prim(to_inexact(x))`` (``sin``,
+    ``exp``...), whose wrapper binds ``prim`` itself for the common call: a tracer or NumPy
+    array of a dtype ``to_inexact`` leaves as it is, and no ``out``/``dtype`` (eager
+    ``grad``'s hot path: ``impl`` and ``to_inexact`` each cost a Python frame per op). Other
+    calls go through ``impl``; the result is the same either way.
+
+    Example:
+        >>> @inexact_ufunc(_ew.sin_p)
+        ... def sin(x):
+        ...     return _ew.sin(to_inexact(x))
+    """
+    def wrap(impl: Callable) -> Callable:
+        slow = as_ufunc(impl)
+
+        def ufunc(x, /, out=None, *, dtype=None):
+            t = type(x)
+            if t is Tracer:
+                if out is None and dtype is None and x._var.aval.dtype.kind not in "biu":
+                    return bind(prim, x)
+            elif t is np.ndarray and out is None and dtype is None and x.dtype.kind not in "biu":
+                return bind(prim, x)
+            return slow(x, out, dtype=dtype)
+        return _named_like(ufunc, impl)
+    return wrap
+
+
+def arith_ufunc(prim: Primitive) -> Callable:
+    """:func:`as_ufunc` for a binary arithmetic function ``impl(x1, x2)`` that binds
+    ``prim`` on ``promote_pair``'s operands when their dtype is floating-point or complex
+    (``add``, ``subtract``, ``multiply``), whose wrapper binds ``prim`` itself for the
+    common calls: a strongly typed tracer or NumPy array of such a dtype with a Python float
+    or int whose 0-d array ``promote_pair`` has memoised (either side), or two of one such
+    dtype; no ``out``/``dtype``. Other calls go through ``impl``; the result is the same.
+    """
+    def wrap(impl: Callable) -> Callable:
+        slow = as_ufunc(impl)
+        memo = SCALAR_ARRAY_MEMO.get
+
+        def ufunc(x1, x2, /, out=None, *, dtype=None):
+            if out is None and dtype is None:
+                t1, t2 = type(x1), type(x2)
+                if t1 is Tracer:
+                    aval = x1._var.aval
+                    dt = None if aval.weak_type else aval.dtype
+                elif t1 is np.ndarray:
+                    dt = x1.dtype
+                else:  # (a Python scalar first: the array second)
+                    dt = None
+                    if t1 is float or t1 is int:
+                        if t2 is Tracer:
+                            aval = x2._var.aval
+                            if not aval.weak_type and aval.dtype.kind in "fc":
+                                c = memo((t1, x1, aval.dtype))
+                                if c is not None:
+                                    return bind(prim, c, x2)
+                        elif t2 is np.ndarray and x2.dtype.kind in "fc":
+                            c = memo((t1, x1, x2.dtype))
+                            if c is not None:
+                                return bind(prim, c, x2)
+                if dt is not None and dt.kind in "fc":
+                    if t2 is float or t2 is int:
+                        c = memo((t2, x2, dt))
+                        if c is not None:
+                            return bind(prim, x1, c)
+                    elif t2 is Tracer:
+                        aval = x2._var.aval
+                        if aval.dtype == dt and not aval.weak_type:
+                            return bind(prim, x1, x2)
+                    elif t2 is np.ndarray and x2.dtype == dt:
+                        return bind(prim, x1, x2)
+            return slow(x1, x2, out, dtype=dtype)
+        return _named_like(ufunc, impl)
+    return wrap
+
+
+def _named_like(ufunc: Callable, impl: Callable) -> Callable:
+    ufunc.__name__ = ufunc.__qualname__ = impl.__name__
     ufunc.__doc__ = impl.__doc__
     ufunc.__module__ = impl.__module__
     return ufunc

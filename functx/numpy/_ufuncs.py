@@ -56,6 +56,7 @@ from functx.numpy._promotion import (
 )
 from functx.numpy._ufunc_base import (
     READY,
+    arith_ufunc,
     as_ufunc,
     binary_operand,
     full_bool,
@@ -94,14 +95,14 @@ def truthy(x: Any) -> Any:
 # arithmetic
 
 
-@as_ufunc
+@arith_ufunc(_ew.add_p)
 def add(x1, x2):
     """Elementwise ``x1 + x2`` (on booleans: logical or)."""
     a, b, dt = promote_pair("add", x1, x2)
     return _ew.or_(a, b) if dt.kind == "b" else _ew.add(a, b)
 
 
-@as_ufunc
+@arith_ufunc(_ew.sub_p)
 def subtract(x1, x2):
     """Elementwise ``x1 - x2``. Booleans raise TypeError (use logical_xor), as in NumPy."""
     a, b, dt = promote_pair("subtract", x1, x2)
@@ -111,7 +112,7 @@ def subtract(x1, x2):
     return _ew.sub(a, b)
 
 
-@as_ufunc
+@arith_ufunc(_ew.mul_p)
 def multiply(x1, x2):
     """Elementwise ``x1 * x2`` (on booleans: logical and)."""
     a, b, dt = promote_pair("multiply", x1, x2)

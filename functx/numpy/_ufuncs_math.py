@@ -14,6 +14,7 @@ import numpy as np
 from functx.numpy._promotion import astype, finfo
 from functx.numpy._ufunc_base import (
     as_ufunc,
+    inexact_ufunc,
     promote_inexact,
     quiet_unused_branch,
     to_inexact,
@@ -37,7 +38,7 @@ _LOG10E = 1.0 / math.log(10.0)
 # exponentials, logarithms, powers
 
 
-@as_ufunc
+@inexact_ufunc(_ew.exp_p)
 def exp(x):
     """Elementwise ``e ** x``."""
     return _ew.exp(to_inexact(x))
@@ -50,13 +51,13 @@ def exp2(x):
     return _ew.pow(np.full((), 2.0, x.dtype), x)
 
 
-@as_ufunc
+@inexact_ufunc(_ew.expm1_p)
 def expm1(x):
     """Elementwise ``exp(x) - 1``, accurate for small ``x``."""
     return _ew.expm1(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.log_p)
 def log(x):
     """Elementwise natural logarithm."""
     return _ew.log(to_inexact(x))
@@ -76,13 +77,13 @@ def log10(x):
     return _ew.mul(_ew.log(x), np.full((), _LOG10E, x.dtype))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.log1p_p)
 def log1p(x):
     """Elementwise ``log(1 + x)``, accurate for small ``x``."""
     return _ew.log1p(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.sqrt_p)
 def sqrt(x):
     """Elementwise non-negative square root (NaN for negative inputs)."""
     return _ew.sqrt(to_inexact(x))
@@ -120,37 +121,37 @@ def cbrt(x):
 # trigonometric and hyperbolic
 
 
-@as_ufunc
+@inexact_ufunc(_ew.sin_p)
 def sin(x):
     """Elementwise sine (radians)."""
     return _ew.sin(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.cos_p)
 def cos(x):
     """Elementwise cosine (radians)."""
     return _ew.cos(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.tan_p)
 def tan(x):
     """Elementwise tangent (radians)."""
     return _ew.tan(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.asin_p)
 def arcsin(x):
     """Elementwise inverse sine, in [-pi/2, pi/2]."""
     return _ew.asin(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.acos_p)
 def arccos(x):
     """Elementwise inverse cosine, in [0, pi]."""
     return _ew.acos(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.atan_p)
 def arctan(x):
     """Elementwise inverse tangent, in [-pi/2, pi/2]."""
     return _ew.atan(to_inexact(x))
@@ -163,19 +164,19 @@ def arctan2(x1, x2):
     return _ew.atan2(y, x)
 
 
-@as_ufunc
+@inexact_ufunc(_ew.sinh_p)
 def sinh(x):
     """Elementwise hyperbolic sine."""
     return _ew.sinh(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.cosh_p)
 def cosh(x):
     """Elementwise hyperbolic cosine."""
     return _ew.cosh(to_inexact(x))
 
 
-@as_ufunc
+@inexact_ufunc(_ew.tanh_p)
 def tanh(x):
     """Elementwise hyperbolic tangent."""
     return _ew.tanh(to_inexact(x))

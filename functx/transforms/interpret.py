@@ -187,8 +187,8 @@ def walk_reverse(trace: Trace, cts: dict, rule: ReverseRule, add: Callable) -> d
         (the trace's inputs and constants).
 
     Example:
-        >>> cts = walk_reverse(trace, {trace.outputs[0]: one}, vjp_rule, add)  # see
-        >>> # functx.transforms.reverse.backward_pass for the rule
+        >>> cts = walk_reverse(trace, {trace.outputs[0]: one}, vjp_rule, add)  # (reverse
+        >>> # mode's backward_pass writes this walk out with its VJP rule call in the loop)
     """
     pop = cts.pop
     eqns = trace.eqns

@@ -3,8 +3,8 @@
 The forward pass traces the function with a :class:`ConcreteTraceBuilder`: values are
 computed as equations are recorded (so Python control flow works), and next to each
 equation the builder keeps its *VJP record*: exactly the residuals its primitive's VJP rule
-declares. The backward pass (:func:`backward_pass`) walks the equations in reverse
-(``functx.transforms.interpret.walk_reverse``), calls each VJP rule with its record and
+declares. The backward pass (:func:`backward_pass`) walks the equations in reverse (as
+``functx.transforms.interpret.walk_reverse`` does), calls each VJP rule with its record and
 drops the record right after (so each residual is freed after its last use). Rules bind
 functx operations, so when the values are tracers of an outer transform, the backward pass
 is itself recorded: ``grad(grad(f))`` works.
@@ -15,20 +15,21 @@ with :func:`vjp_record` and runs the same backward pass.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from functx.backends import backend_of, default_backend, owned_read_only
+from functx import tracing
+from functx.backends import backend_of, default_backend, finalize_cpu, owned_read_only
 from functx.errors import MissingRuleError
 from functx.ir import Eqn, Literal, Trace, Var, abstractify
 from functx.primitives.elementwise import add
 from functx.registry import Primitive
 from functx.tracing import (INEXACT_DTYPES, TraceBuilder, Tracer, apply_eager, aval_of_value,
-                            bind, leak_error, staged_like, user_source)
-from functx.transforms.interpret import walk_reverse
-from functx.transforms.residuals import needed_residuals
+                            bind, leak_error, user_source)
+from functx.transforms.residuals import CACHE_LIMIT, needed_residuals
 
 __all__ = ["ConcreteTraceBuilder", "VjpRecord", "backward_pass", "vjp_record", "vjp_records",
            "is_float", "zeros", "seed", "read_only", "snapshot_records"]
@@ -64,29 +65,82 @@ class ConcreteTraceBuilder(TraceBuilder):
             for a in args:
                 if type(a) is Tracer and a._builder is self:
                     raise leak_error(a)
-        atoms = []
-        vals = []
-        targets = []
-        plain = True  # no tracer of an enclosing transform among the values
-        for a in args:
-            if type(a) is Tracer and a._builder is self:
+        # The common operands take no lists and no loop: one or two NumPy values, each this
+        # builder's tracer or a constant it has seen (lift's memo); others take the loop.
+        atoms = None
+        n = len(args)
+        if n == 1:
+            a = args[0]
+            if type(a) is Tracer and a._builder is self and type(a._value) is _ndarray:
                 v = a._var
-                atoms.append(v)
-                targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
-                a = a._value
-                if type(a) is Tracer:
-                    plain = False
-            elif type(a) is Tracer:
-                plain = False
-                atoms.append(self.atom_of(a))
-                targets.append(None)
-            else:  # a constant: its atom (lift's memo, looked up here first)
+                atoms = (v,)
+                targets = atoms if INEXACT_DTYPES[v.aval.dtype] else (None,)
+                vals = (a._value,)
+        elif n == 2:
+            a, b = args
+            if type(a) is Tracer and a._builder is self and type(a._value) is _ndarray:
+                v = a._var
+                if type(b) is _ndarray:
+                    hit = self._const_ids.get(id(b))
+                    if hit is not None:
+                        atoms = (v, hit[1])
+                        targets = (v if INEXACT_DTYPES[v.aval.dtype] else None, None)
+                        vals = (a._value, b)
+                elif type(b) is Tracer and b._builder is self and type(b._value) is _ndarray:
+                    w = b._var
+                    atoms = (v, w)
+                    targets = (v if INEXACT_DTYPES[v.aval.dtype] else None,
+                               w if INEXACT_DTYPES[w.aval.dtype] else None)
+                    vals = (a._value, b._value)
+            elif (type(a) is _ndarray and type(b) is Tracer and b._builder is self
+                  and type(b._value) is _ndarray):
                 hit = self._const_ids.get(id(a))
-                atoms.append(self.lift(a) if hit is None else hit[1])
-                targets.append(None)
-            vals.append(a)
-        out = apply_eager(prim, vals, params) if plain else bind(prim, *vals, **params)
+                if hit is not None:
+                    w = b._var
+                    atoms = (hit[1], w)
+                    targets = (None, w if INEXACT_DTYPES[w.aval.dtype] else None)
+                    vals = (a, b._value)
+        plain = True  # no tracer of an enclosing transform among the values
+        if atoms is not None:  # (a fast path's NumPy values: the CPU impl, inline below)
+            impl = prim.cpu_arrays_impl
+        else:
+            impl = None
+            atoms = []
+            vals = []
+            targets = []
+            for a in args:
+                if type(a) is Tracer and a._builder is self:
+                    v = a._var
+                    atoms.append(v)
+                    targets.append(v if INEXACT_DTYPES[v.aval.dtype] else None)
+                    a = a._value
+                    if type(a) is Tracer:
+                        plain = False
+                elif type(a) is Tracer:
+                    plain = False
+                    atoms.append(self.atom_of(a))
+                    targets.append(None)
+                else:  # a constant: its atom (lift's memo, looked up here first)
+                    hit = self._const_ids.get(id(a))
+                    atoms.append(self.lift(a) if hit is None else hit[1])
+                    targets.append(None)
+                vals.append(a)
+            atoms = tuple(atoms)
+            targets = tuple(targets)
         multiple = prim.multiple_results
+        if impl is not None and not multiple and not tracing.CHECK_EAGER:
+            # One or two NumPy values: apply_eager's CPU path, without its frame and loop
+            try:
+                out = impl(*vals, **params) if params else impl(*vals)
+            except Exception:  # (run again by apply_eager, which explains the error)
+                out = apply_eager(prim, vals, params)
+            if (type(out) is _ndarray and out.base is None and out is not vals[0]
+                    and out is not vals[-1]):  # (a fresh result: read-only, as apply_eager)
+                out.setflags(False)
+            else:
+                out = finalize_cpu(out, vals)
+        else:
+            out = apply_eager(prim, vals, params) if plain else bind(prim, *vals, **params)
         # An output with no derivative (a zero VJP rule: stop_gradient, floor, comparisons...;
         # or integer/boolean outputs only) is a constant of this trace, as in JAX: it is
         # returned as the value itself, with no equation or record (nothing flows back
@@ -98,7 +152,7 @@ class ConcreteTraceBuilder(TraceBuilder):
         else:
             if prim.has_zero_vjp:
                 return out
-            if type(out) is np.ndarray:  # (abstractify's memo, with the dtype's kind beside)
+            if type(out) is _ndarray:  # (abstractify's memo, with the dtype's kind beside)
                 info = _ARRAY_INFO.get((out.shape, out.dtype)) or _array_info(out)
                 if not info[1]:
                     return out
@@ -114,20 +168,22 @@ class ConcreteTraceBuilder(TraceBuilder):
         # Equations are recorded without their source line (grad's hot path), except where
         # the backward pass would need it for an error message. (tuple.__new__ makes the
         # Eqn named tuple without the Python frame of its __new__: this is grad's hot path.)
-        atoms = tuple(atoms)
         self.eqns.append(_new_tuple(Eqn, (prim, atoms, params, out_vars,
                                           None if vjp is not None else user_source(3))))
         # The record's inputs: the values the VJP rule reads, abstract values elsewhere;
         # where some cotangents are unneeded, only what the needed ones read (memplan).
-        saved = prim.save_inputs if vjp is not None else ()
-        save_out = prim.save_output
-        if type(saved) is tuple and vjp is not None and None in targets:
-            hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
-                                   params)
-            if hit is not None:
-                saved, save_out = hit
+        if vjp is None:
+            saved, save_out = (), prim.save_output
+        else:
+            saved, save_out = prim.save_inputs, prim.save_output
+            if type(saved) is tuple and (saved or save_out) and None in targets:
+                saved, save_out = _needed(prim, atoms, targets, out_vars, params, saved, save_out)
         if type(saved) is tuple and len(saved) == len(atoms):  # (every input: no copy)
             ins = tuple(vals)
+        elif saved == ():  # (no input: their types)
+            ins = tuple(map(_aval_of_atom, atoms))
+        elif len(atoms) == 2 and type(saved) is tuple:  # (one of two: no list, no loop)
+            ins = (vals[0], atoms[1].aval) if saved[0] == 0 else (atoms[0].aval, vals[1])
         else:
             ins = list(map(_aval_of_atom, atoms))  # (no list comprehension's frame)
             for i in (saved if type(saved) is tuple else prim.saved_input_indices(len(atoms))):
@@ -137,7 +193,7 @@ class ConcreteTraceBuilder(TraceBuilder):
             res_out = out
         else:
             res_out = [v.aval for v in out_vars] if multiple else out_vars[0].aval
-        self.records.append((ins, res_out, tuple(targets)))
+        self.records.append((ins, res_out, targets))
         if multiple:
             return [Tracer(self, v, x) for v, x in zip(out_vars, out)]
         t = _new_object(Tracer)  # Tracer(self, out_vars[0], out) without its __init__'s frame
@@ -146,6 +202,38 @@ class ConcreteTraceBuilder(TraceBuilder):
         t._value = out
         t._tangent = None
         return t
+
+
+# (prim, input types, which targets are None) -> needed_residuals' answer, for equations
+# without params (binary elementwise primitives with a constant operand: grad's hot path)
+_NEEDED: dict = {}
+_is_none = functools.partial(operator.is_, None)
+
+
+def _needed(prim: Primitive, atoms: tuple, targets: tuple, out_vars: tuple, params: dict,
+            saved: tuple, save_out: bool) -> tuple:
+    """``(saved, save_out)``: what ``prim``'s VJP rule reads for the needed cotangents
+    (:func:`needed_residuals`, else the declaration), memoised without building its key."""
+    if params:
+        hit = needed_residuals(prim, targets, list(map(_aval_of_atom, atoms)), out_vars,
+                               params)
+    else:
+        # (keyed by the input types' ids, which the entry keeps alive: hashing an
+        # AbstractArray is a Python call each; equal types that are distinct objects only
+        # miss, abstractify memoises them)
+        avals = tuple(map(_aval_of_atom, atoms))
+        if len(atoms) == 2:
+            key = (prim, id(avals[0]), id(avals[1]), targets[0] is None, targets[1] is None)
+        else:
+            key = (prim, tuple(map(id, avals)), tuple(map(_is_none, targets)))
+        entry = _NEEDED.get(key)
+        if entry is None:
+            hit = needed_residuals(prim, targets, list(avals), out_vars, params)
+            if len(_NEEDED) >= CACHE_LIMIT:
+                _NEEDED.clear()
+            _NEEDED[key] = entry = (hit, avals)
+        hit = entry[0]
+    return (saved, save_out) if hit is None else hit
 
 
 # (shape, dtype) -> (the abstract value, whether values of it carry cotangents)
@@ -160,6 +248,7 @@ def _array_info(x: np.ndarray) -> tuple:
     return info
 
 
+_ndarray = np.ndarray
 _new_tuple = tuple.__new__
 _new_object = object.__new__
 _aval_of_atom = operator.attrgetter("aval")
@@ -187,6 +276,17 @@ def zeros(aval: Any, like: Any) -> Any:
         z.flags.writeable = False
         return z
     return backend.xp.zeros(aval.shape, aval.dtype)
+
+
+def staged_like(x: Any, like: Any) -> Any:
+    """``x`` as a constant tracer of the abstract trace ``like`` belongs to (what is computed
+    from it is recorded there, as JAX stages constants under ``jit``), else ``x``."""
+    b = like._builder if type(like) is Tracer else None
+    if b is None or b.concrete or not b.active:
+        return x
+    b.const_vars.append(Var(abstractify(x)))
+    b.const_values.append(x)
+    return Tracer(b, b.const_vars[-1])
 
 
 def seed(aval: Any, value: Any) -> Any:
@@ -341,35 +441,58 @@ def backward_pass(trace: Trace, records: list, out_cts: Sequence[Any],
     for v, ct in zip(trace.outputs, out_cts):
         if type(v) is Var and ct is not None and is_float(v.aval):
             cts[v] = add(cts[v], ct) if v in cts else ct
-    take = records.pop if consume else records.__getitem__
-
-    def rule(k: int, eqn: Any, ct: Any) -> tuple | None:
-        ins, out, targets = take() if consume else take(k)  # (popped even where no ct flows)
-        if ct is None:
-            return None
+    # The walk of functx.transforms.interpret.walk_reverse, with the rule written into the
+    # loop (eager grad's hot path: no rule frame, no tuple of flows per equation). Each
+    # equation's record is dropped when the walk reaches it (consume), whether or not a
+    # cotangent flows; cotangents reaching one variable are summed in the order they arrive.
+    pop = cts.pop
+    eqns = trace.eqns
+    take = records.pop
+    for k in range(len(eqns) - 1, -1, -1):
+        eqn = eqns[k]
+        ins, out, targets = take() if consume else records[k]
         prim = eqn.prim
-        if prim.multiple_results and not prim.none_cts:
-            some = next(c for c in ct if c is not None)
-            ct = [c if c is not None else zeros(v.aval, some) for c, v in zip(ct, eqn.outputs)]
+        if prim.multiple_results:
+            ct: Any = [pop(v, None) for v in eqn.outputs]
+            if all(c is None for c in ct):
+                continue
+            if not prim.none_cts:
+                some = next(c for c in ct if c is not None)
+                ct = [c if c is not None else zeros(v.aval, some)
+                      for c, v in zip(ct, eqn.outputs)]
+        else:
+            ct = pop(eqn.outputs[0], None)
+            if ct is None:
+                continue
         vjp = prim.vjp
         if vjp is None:
             if prim.has_zero_vjp or not _reaches(trace, k):
-                return None
+                continue
             raise MissingRuleError(
                 f"grad reached primitive {prim.name} (recorded at {eqn.source}), which has no "
                 f"VJP rule. Register one with {prim.name}_p.def_vjp(...), or wrap its inputs "
                 "in functx.stop_gradient if no gradient should flow through it.")
         if prim.has_zero_vjp:
-            return None
+            continue
         # (the VJP rule is called here, not in a helper: see walk_reverse's docstring)
+        params = eqn.params
         if prim.vjp_selective:
             if len(targets) == 2:  # (binary primitives: no list comprehension's frame)
                 needs = (targets[0] is not None, targets[1] is not None)
             else:
                 needs = tuple([t is not None for t in targets])
-            return targets, vjp(ct, ins, out, needs=needs, **eqn.params)
-        params = eqn.params
-        return targets, vjp(ct, ins, out, **params) if params else vjp(ct, ins, out)
-
-    walk_reverse(trace, cts, rule, add)
+            in_cts = (vjp(ct, ins, out, needs=needs, **params) if params
+                      else vjp(ct, ins, out, needs=needs))
+        else:
+            in_cts = vjp(ct, ins, out, **params) if params else vjp(ct, ins, out)
+        if len(targets) == 1:  # (one input: no zip)
+            t = targets[0]
+            if t is not None:
+                c = in_cts[0]
+                if c is not None:
+                    cts[t] = add(cts[t], c) if t in cts else c
+            continue
+        for t, c in zip(targets, in_cts):
+            if t is not None and c is not None:
+                cts[t] = add(cts[t], c) if t in cts else c
     return [cts.get(v) for v in trace.in_vars]

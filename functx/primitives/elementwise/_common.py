@@ -117,18 +117,41 @@ def weak_scalars_kept(impl: Callable) -> Callable:
     return rule
 
 
+_F64 = np.dtype(np.float64)
+_F64_SCALARS: dict = {}  # Python float -> its read-only 0-d float64 array (not 0 or NaN)
+
+
+def _f64_scalar(v: float) -> Any:
+    """``v`` as a 0-d float64 array where that is memoised or memoisable, else ``v``: NumPy
+    takes a 0-d array faster than a Python float, with the same float64 result."""
+    c = _F64_SCALARS.get(v)
+    if c is None and v and v == v:  # (zeros' signs are one key; NaN is never found)
+        if len(_F64_SCALARS) > 1024:
+            _F64_SCALARS.clear()
+        c = _F64_SCALARS[v] = np.array(v)
+        c.flags.writeable = False
+    return v if c is None else c
+
+
 def _cpu_binary_ufunc(name: str) -> Callable:
     """NumPy's binary ufunc ``name`` with :func:`join_weak` applied to Python scalars: the
     CPU implementation of a binary primitive defined by a ufunc's name (CuPy, which has no
-    bfloat16, keeps the bare ufunc)."""
+    bfloat16, keeps the bare ufunc). A Python float beside a float64 array is passed as a
+    memoised 0-d float64 array (the result is the same; NumPy converts it faster)."""
     ufunc = getattr(np, name)
 
     def rule(xp, x, y, out=None):
         if type(y) in _PY_SCALARS:
-            if type(x) not in _PY_SCALARS and x.dtype.kind == "V":
+            if type(x) not in _PY_SCALARS:
+                if x.dtype is _F64 and type(y) is float:
+                    y = _f64_scalar(y)
+                elif x.dtype.kind == "V":
+                    x, y = join_weak(np, (x, y))
+        elif type(x) in _PY_SCALARS:
+            if y.dtype is _F64 and type(x) is float:
+                x = _f64_scalar(x)
+            elif y.dtype.kind == "V":
                 x, y = join_weak(np, (x, y))
-        elif type(x) in _PY_SCALARS and y.dtype.kind == "V":
-            x, y = join_weak(np, (x, y))
         return ufunc(x, y) if out is None else ufunc(x, y, out=out)
     rule.__name__ = rule.__qualname__ = name
     return rule
@@ -152,6 +175,7 @@ def unary(name: str, impl: Callable | str, accepts: str = "any",
     p.def_impl(impl)
     if isinstance(impl, str):
         p.def_impl_out(_ufunc_out(impl), alias="any")
+        p.def_cpu_arrays_impl(getattr(np, impl))  # (NumPy's ufunc: what the impl calls)
     return p
 
 
