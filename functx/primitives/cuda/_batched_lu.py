@@ -18,8 +18,10 @@ matrix ``a`` is ``a^T`` to cuBLAS.
   1-based; they are returned 0-based (as JAX's and the CPU implementation's). cuBLAS
   stops eliminating at a zero pivot, so the matrices its ``info`` flags (singular ones)
   and any with a non-finite factor are factored again one by one by cuSOLVER, as LAPACK
-  would (one host read of the flags per call). Complex pivots: cuBLAS compares ``|a|``,
-  LAPACK ``|re| + |im|``, so on near ties the two may pick different (equally valid) rows.
+  would (one host read of the flags per call). Complex stacks are not factored here
+  (functx/primitives/cuda/decompositions.py keeps them per matrix): cuBLAS pivots on
+  ``|a|``, LAPACK and cuSOLVER on ``|re| + |im|``, so the factors would differ from the
+  CPU's.
 * ``triangular_solve``: ``op(a) x = b`` is ``x^T op(a)^T = b^T``. The C-ordered storage of
   ``b`` (and of the result ``x``, solved in place in a C-ordered copy of ``b``) is ``b^T``
   (``x^T``) to cuBLAS, and that of ``a`` is ``A = a^T``; so a left solve is cuBLAS's right
