@@ -35,6 +35,81 @@ from functx.primitives._numba import compile_loop, numba_or_none
 _kernels: dict = {}
 
 
+def getrf_stack(a: Any, lu: Any, piv: Any, perm: Any, sfmin: float) -> None:
+    nb, m, n = a.shape
+    kk = min(m, n)
+    for i in _prange(nb):
+        x = lu[i]
+        for r in range(m):  # the copy, matrix by matrix (into this thread's cache)
+            perm[i, r] = r
+            xr = x[r]
+            for c in range(n):
+                xr[c] = a[i, r, c]
+        for k in range(0, kk, 2):  # two columns a step, then one pass over the rows below
+            _pivot(x, piv[i], perm[i], k, sfmin)
+            if k + 1 == kk:  # the last column: a rank-1 update
+                u0 = x[k, k + 1:]
+                for r in range(k + 1, m):
+                    v0 = x[r, k]
+                    xr = x[r, k + 1:]
+                    for c in range(u0.shape[0]):
+                        xr[c] -= v0 * u0[c]
+                break
+            k1 = k + 1
+            u01 = x[k, k1]  # column k1 gets column k's update, then its own pivot
+            for r in range(k1, m):
+                x[r, k1] -= x[r, k] * u01
+            _pivot(x, piv[i], perm[i], k1, sfmin)
+            u0 = x[k, k1 + 1:]  # row k1 of U: column k's update
+            u1 = x[k1, k1 + 1:]
+            v0 = x[k1, k]
+            for c in range(u1.shape[0]):
+                u1[c] -= v0 * u0[c]
+            for r in range(k1 + 1, m):  # the rank-2 update of the rows below
+                v0 = x[r, k]
+                v1 = x[r, k1]
+                xr = x[r, k1 + 1:]
+                for c in range(xr.shape[0]):
+                    xr[c] -= v0 * u0[c] + v1 * u1[c]
+
+
+def _pivot(x: Any, piv: Any, perm: Any, k: int, sfmin: float) -> None:
+    """Column ``k`` of ``getrf_stack``'s matrix ``x``, up to date: its pivot (LAPACK's
+    ``i?amax``: the first row of the largest ``|re| + |im|``), the swap of the whole rows
+    (``L``'s part too, as ``laswp``) and the column of ``L`` below the diagonal, as
+    ``getf2`` (times the reciprocal of the pivot unless it is below ``sfmin``; a zero pivot
+    leaves the column as it is)."""
+    m, n = x.shape
+    p = k
+    best = abs(x[k, k].real) + abs(x[k, k].imag)
+    for r in range(k + 1, m):
+        v = abs(x[r, k].real) + abs(x[r, k].imag)
+        if v > best:
+            best = v
+            p = r
+    piv[k] = p
+    d = x[p, k]
+    if d == 0:
+        return
+    if p != k:
+        xk = x[k]
+        xp = x[p]
+        for c in range(n):
+            t = xk[c]
+            xk[c] = xp[c]
+            xp[c] = t
+        t = perm[k]
+        perm[k] = perm[p]
+        perm[p] = t
+    if abs(d) >= sfmin:
+        rcp = 1 / d
+        for r in range(k + 1, m):
+            x[r, k] *= rcp
+    else:
+        for r in range(k + 1, m):
+            x[r, k] /= d
+
+
 def lu_solve_stack(lu: Any, perm: Any, b: Any, out: Any, trans: int, conj: bool) -> None:
     nb, n, k = b.shape
     for i in _prange(nb):
@@ -138,7 +213,27 @@ def pivots_to_permutation_stack(piv: Any, perm: Any) -> None:
 _prange = range  # numba.prange in the compiled variants (functx.primitives._numba.compile_loop)
 
 
-_OPTIONS = {"lu_inverse_stack": {"error_model": "numpy"}}
+_OPTIONS = {"lu_inverse_stack": {"error_model": "numpy"},
+            "getrf_stack": {"error_model": "numpy", "fastmath": {"contract"}}}
+_HELPERS = {"getrf_stack": (_pivot,)}
+
+
+def factor_stack(a: Any) -> tuple | None:
+    """``(lu, pivots, permutation)`` of the stack ``a`` (``(..., m, n)``, float32/64 or
+    complex64/128) by the compiled :func:`getrf_stack` (C-ordered factors, int32 pivots and
+    permutation), or None when Numba is unavailable."""
+    *batch, m, n = a.shape
+    count = int(np.prod(batch)) if batch else 1
+    kernel = compiled("getrf_stack", parallel=count * m * n * min(m, n) > 1 << 16)
+    if kernel is None:
+        return None
+    lu = np.empty((count, m, n), a.dtype)
+    piv = np.empty((count, min(m, n)), np.int32)
+    perm = np.empty((count, m), np.int32)
+    kernel(np.ascontiguousarray(a).reshape((count, m, n)), lu, piv, perm,
+           float(np.finfo(a.dtype).tiny))
+    return (lu.reshape(a.shape), piv.reshape(tuple(batch) + (min(m, n),)),
+            perm.reshape(tuple(batch) + (m,)))
 
 
 def compiled(name: str, parallel: bool) -> Any:
@@ -149,5 +244,6 @@ def compiled(name: str, parallel: bool) -> Any:
     key = (name, parallel)
     kernel = _kernels.get(key)
     if kernel is None:
-        kernel = _kernels[key] = compile_loop(globals()[name], parallel, **_OPTIONS.get(name, {}))
+        kernel = _kernels[key] = compile_loop(globals()[name], parallel, _HELPERS.get(name, ()),
+                                                    **_OPTIONS.get(name, {}))
     return kernel

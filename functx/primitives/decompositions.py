@@ -357,6 +357,12 @@ def pivots_to_permutation(xp: Any, pivots: Any, m: int) -> Any:
     return flat.reshape(batch + (m,))
 
 
+# Stacks of matrices up to this size are factored by one compiled loop over the stack (the
+# batch over the cores; _lu_kernels.getrf_stack), bigger ones by LAPACK's blocked getrf per
+# matrix (measured: the loop is 1.8x faster at 64, as fast at 128, 1.5-2x slower at 256).
+_GETRF_STACK_MAX_N = 128
+
+
 def _lu_impl(xp, a):
     _m.check_array_dtype("lu", a)
     *batch, m, n = a.shape
@@ -369,6 +375,13 @@ def _lu_impl(xp, a):
         hit = _lu_memo_get(a)
         if hit is not None:
             return hit
+    small = a.ndim > 2 and max(m, n) <= _GETRF_STACK_MAX_N
+    out = _lu_kernels.factor_stack(a) if small else None  # one compiled loop (Numba)
+    if out is not None:
+        out = tuple(xp.asarray(v) for v in out)
+        if memo:
+            _lu_memo_put(a, out)
+        return out
     if a.ndim == 2:
         # One matrix: LAPACK's getrf on a Fortran copy, in place; the factors stay in
         # Fortran order (the BLAS solves read either order without a copy).
