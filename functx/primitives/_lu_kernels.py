@@ -113,69 +113,50 @@ def _pivot(x: Any, piv: Any, perm: Any, k: int, sfmin: float) -> None:
 def lu_solve_stack(lu: Any, perm: Any, b: Any, out: Any, trans: int, conj: bool) -> None:
     nb, n, k = b.shape
     for i in _prange(nb):
+        x = lu[i]
         if trans == 0:
+            y = out[i]
             for r in range(n):  # y = b[perm]
                 p = perm[i, r]
                 for j in range(k):
-                    out[i, r, j] = b[i, p, j]
-            for r in range(n):  # L y' = y (unit lower triangle of lu)
-                for c in range(r):
-                    v = lu[i, r, c]
-                    for j in range(k):
-                        out[i, r, j] -= v * out[i, c, j]
+                    y[r, j] = b[i, p, j]
+            for r in range(1, n):  # L y' = y (unit lower triangle of lu: row r of x)
+                _subtract_rows(y[r], y, x[r], 0, r, k, False, False)
             for r in range(n - 1, -1, -1):  # U x = y' (upper triangle)
-                for c in range(r + 1, n):
-                    v = lu[i, r, c]
-                    for j in range(k):
-                        out[i, r, j] -= v * out[i, c, j]
-                d = lu[i, r, r]
+                _subtract_rows(y[r], y, x[r], r + 1, n, k, False, False)
+                d = x[r, r]
                 for j in range(k):
-                    out[i, r, j] /= d
+                    y[r, j] /= d
         else:
-            tmp = b[i].copy()
+            y = b[i].copy()
             for r in range(n):  # U^T y = b: row r uses column r of U above the diagonal
-                for c in range(r):
-                    v = lu[i, c, r]
-                    if conj:
-                        v = v.conjugate()
-                    for j in range(k):
-                        tmp[r, j] -= v * tmp[c, j]
-                d = lu[i, r, r]
+                _subtract_rows(y[r], y, x[:, r], 0, r, k, False, conj)
+                d = x[r, r]
                 if conj:
                     d = d.conjugate()
                 for j in range(k):
-                    tmp[r, j] /= d
-            for r in range(n - 1, -1, -1):  # L^T z = y (unit upper)
-                for c in range(r + 1, n):
-                    v = lu[i, c, r]
-                    if conj:
-                        v = v.conjugate()
-                    for j in range(k):
-                        tmp[r, j] -= v * tmp[c, j]
+                    y[r, j] /= d
+            for r in range(n - 2, -1, -1):  # L^T z = y (unit upper)
+                _subtract_rows(y[r], y, x[:, r], r + 1, n, k, False, conj)
             for r in range(n):  # x = P^T z: x[perm[r]] = z[r]
                 p = perm[i, r]
                 for j in range(k):
-                    out[i, p, j] = tmp[r, j]
+                    out[i, p, j] = y[r, j]
 
 
 def lu_inverse_stack(lu: Any, perm: Any, out: Any, trans: int, conj: bool) -> None:
     nb, n, _ = lu.shape
     for i in _prange(nb):
+        x = lu[i]
         z = np.zeros((n, n), lu.dtype)
         for r in range(n):  # U^T y = I: y = U^-T, lower triangular (row r: columns <= r)
             z[r, r] = 1
-            for c in range(r):
-                v = lu[i, c, r]
-                for j in range(c + 1):
-                    z[r, j] -= v * z[c, j]
-            d = lu[i, r, r]
+            _subtract_rows(z[r], z, x[:, r], 0, r, 0, True, False)
+            d = x[r, r]
             for j in range(r + 1):
                 z[r, j] /= d
         for r in range(n - 2, -1, -1):  # L^T z = y: z = L^-T U^-T = (U^-1 L^-1)^T
-            for c in range(r + 1, n):
-                v = lu[i, c, r]
-                for j in range(n):
-                    z[r, j] -= v * z[c, j]
+            _subtract_rows(z[r], z, x[:, r], r + 1, n, n, False, False)
         for r in range(n):  # a^-T = P^T z: a^-T[perm[r]] = z[r]
             p = perm[i, r]
             if trans == 0:
@@ -187,6 +168,32 @@ def lu_inverse_stack(lu: Any, perm: Any, out: Any, trans: int, conj: bool) -> No
                     if conj:
                         v = v.conjugate()
                     out[i, p, j] = v
+
+
+def _subtract_rows(dst: Any, rows: Any, coef: Any, lo: int, hi: int, width: int,
+                   lower: bool, conj: bool) -> None:
+    """``dst[:width] -= sum(coef[c] * rows[c, :width] for c in range(lo, hi))`` (``coef``
+    conjugated with ``conj``), four rows a pass over ``dst`` (a quarter of the loads and
+    stores of ``dst`` of one row at a time). With ``lower``, the rows are those of a lower
+    triangle: row ``c`` is read up to its diagonal only (the width of a pass is its last
+    row's ``c + 1``; the others are zero there)."""
+    c = lo
+    while c + 4 <= hi:
+        v0, v1, v2, v3 = coef[c], coef[c + 1], coef[c + 2], coef[c + 3]
+        if conj:
+            v0, v1, v2, v3 = v0.conjugate(), v1.conjugate(), v2.conjugate(), v3.conjugate()
+        r0, r1, r2, r3 = rows[c], rows[c + 1], rows[c + 2], rows[c + 3]
+        for j in range(c + 4 if lower else width):
+            dst[j] -= v0 * r0[j] + v1 * r1[j] + v2 * r2[j] + v3 * r3[j]
+        c += 4
+    while c < hi:
+        v0 = coef[c]
+        if conj:
+            v0 = v0.conjugate()
+        r0 = rows[c]
+        for j in range(c + 1 if lower else width):
+            dst[j] -= v0 * r0[j]
+        c += 1
 
 
 def transpose_copy(src: Any, dst: Any) -> None:
@@ -213,9 +220,11 @@ def pivots_to_permutation_stack(piv: Any, perm: Any) -> None:
 _prange = range  # numba.prange in the compiled variants (functx.primitives._numba.compile_loop)
 
 
-_OPTIONS = {"lu_inverse_stack": {"error_model": "numpy"},
+_OPTIONS = {"lu_inverse_stack": {"error_model": "numpy", "fastmath": {"contract"}},
+            "lu_solve_stack": {"error_model": "numpy", "fastmath": {"contract"}},
             "getrf_stack": {"error_model": "numpy", "fastmath": {"contract"}}}
-_HELPERS = {"getrf_stack": (_pivot,)}
+_HELPERS = {"getrf_stack": (_pivot,), "lu_solve_stack": (_subtract_rows,),
+            "lu_inverse_stack": (_subtract_rows,)}
 
 
 def factor_stack(a: Any) -> tuple | None:
