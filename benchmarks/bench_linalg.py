@@ -12,13 +12,25 @@ Workloads (float64, gradients with respect to every input):
 Every system's result is checked against functx's before timing; times are medians of
 interleaved repeats (``_harness.py``), with the ratio of functx to each peer.
 
-Usage: ``python benchmarks/bench_linalg.py [--quick]``
+Usage: ``python benchmarks/bench_linalg.py [--quick] [--only SUBSTRING] [--one-thread]``.
+``--only 256x64`` runs the workloads whose title contains the substring; ``--one-thread``
+runs every library on one thread (OpenBLAS, MKL, OpenMP, Numba, PyTorch, XLA) and times
+process CPU time instead of wall time: per-element cost, steadier on a shared machine.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
+import time
+
+if "--one-thread" in sys.argv:  # before NumPy, SciPy, Numba, PyTorch or JAX start threads
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "NUMBA_NUM_THREADS"):
+        os.environ[_var] = "1"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen"
+                               "=false intra_op_parallelism_threads=1").strip()
 from pathlib import Path
 from typing import Any, Callable
 
@@ -82,6 +94,9 @@ def _functx_steps() -> dict:
 def _torch_steps() -> dict:
     import torch
 
+    if "--one-thread" in sys.argv:
+        torch.set_num_threads(1)
+
     def solve(a, b):
         a = torch.tensor(a, requires_grad=True)
         b = torch.tensor(b, requires_grad=True)
@@ -118,6 +133,9 @@ def _jax_steps() -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    ap.add_argument("--only", default="", help="run the workloads whose title has this")
+    ap.add_argument("--one-thread", action="store_true",
+                    help="every library on one thread, timed in process CPU time")
     args = ap.parse_args()
     systems = {"functx": _functx_steps()}
     if _have("torch"):
@@ -130,9 +148,14 @@ def main() -> None:
         if _have(name):
             mods[name] = __import__(name)
     print(environment_report(mods, ROOT))
+    clock = time.process_time if args.one_thread else time.perf_counter
+    print(f"\nclock: {'process CPU time, one thread each' if args.one_thread else 'wall'}; "
+          f"load average at the start: {_loadavg()}")
     print("\n| workload | functx ms | torch eager ms | jax jit ms | torch ÷ functx | "
           "jax ÷ functx |\n|---|---:|---:|---:|---:|---:|")
     for title, data in _workloads(args.quick):
+        if args.only not in title:
+            continue
         kind = "gp" if title.startswith("gp") else "solve"
         steps = {name: (lambda s=s: s[kind](*data)) for name, s in systems.items()}
         ref = steps["functx"]()
@@ -143,12 +166,21 @@ def main() -> None:
                                       ref if isinstance(ref, tuple) else (ref,)))
             if err > 1e-6:
                 raise SystemExit(f"{title}: {name} differs from functx (relative error {err:.2e})")
-        timings = {t.name: t.median for t in measure(steps, repeats, warmup, block=5)}
+        timings = {t.name: t.median for t in measure(steps, repeats, warmup, block=5, clock=clock)}
         fxm = timings["functx"]
         cell = lambda n: f"{timings[n] * 1e3:.1f}" if n in timings else "-"
         ratio = lambda n: f"{timings[n] / fxm:.2f}" if n in timings else "-"
         print(f"| {title} | {fxm * 1e3:.1f} | {cell('torch eager')} | {cell('jax jit')} | "
               f"{ratio('torch eager')} | {ratio('jax jit')} |", flush=True)
+    print(f"\nload average at the end: {_loadavg()}")
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":
