@@ -35,9 +35,10 @@ from functx.primitives._numba import compile_loop, numba_or_none
 _kernels: dict = {}
 
 
-def getrf_stack(a: Any, lu: Any, piv: Any, perm: Any, sfmin: float) -> None:
+def getrf_stack(a: Any, lu: Any, piv: Any, perm: Any, snap: Any, sfmin: float) -> None:
     nb, m, n = a.shape
     kk = min(m, n)
+    keep = snap.shape[0] == nb
     for i in _prange(nb):
         x = lu[i]
         for r in range(m):  # the copy, matrix by matrix (into this thread's cache)
@@ -45,6 +46,9 @@ def getrf_stack(a: Any, lu: Any, piv: Any, perm: Any, sfmin: float) -> None:
             xr = x[r]
             for c in range(n):
                 xr[c] = a[i, r, c]
+            if keep:
+                for c in range(n):
+                    snap[i, r, c] = xr[c]
         for k in range(0, kk, 2):  # two columns a step, then one pass over the rows below
             _pivot(x, piv[i], perm[i], k, sfmin)
             if k + 1 == kk:  # the last column: a rank-1 update
@@ -217,6 +221,17 @@ def pivots_to_permutation_stack(piv: Any, perm: Any) -> None:
             perm[i, p] = t
 
 
+def count_differences(x: Any, y: Any) -> int:
+    chunks = (x.shape[0] + 4095) // 4096
+    count = 0
+    for i in _prange(chunks):
+        d = 0
+        for j in range(i * 4096, min(i * 4096 + 4096, x.shape[0])):
+            d += x[j] != y[j]
+        count += d
+    return count
+
+
 _prange = range  # numba.prange in the compiled variants (functx.primitives._numba.compile_loop)
 
 
@@ -227,10 +242,11 @@ _HELPERS = {"getrf_stack": (_pivot,), "lu_solve_stack": (_subtract_rows,),
             "lu_inverse_stack": (_subtract_rows,)}
 
 
-def factor_stack(a: Any) -> tuple | None:
+def factor_stack(a: Any, snapshot: Any = None) -> tuple | None:
     """``(lu, pivots, permutation)`` of the stack ``a`` (``(..., m, n)``, float32/64 or
     complex64/128) by the compiled :func:`getrf_stack` (C-ordered factors, int32 pivots and
-    permutation), or None when Numba is unavailable."""
+    permutation), or None when Numba is unavailable. ``snapshot``, a C-ordered array shaped
+    and typed as ``a``, gets a copy of ``a`` on the way (the LU memo's)."""
     *batch, m, n = a.shape
     count = int(np.prod(batch)) if batch else 1
     kernel = compiled("getrf_stack", parallel=count * m * n * min(m, n) > 1 << 16)
@@ -239,10 +255,22 @@ def factor_stack(a: Any) -> tuple | None:
     lu = np.empty((count, m, n), a.dtype)
     piv = np.empty((count, min(m, n)), np.int32)
     perm = np.empty((count, m), np.int32)
-    kernel(np.ascontiguousarray(a).reshape((count, m, n)), lu, piv, perm,
+    snap = (np.empty((0, m, n), a.dtype) if snapshot is None
+            else snapshot.reshape((count, m, n)))
+    kernel(np.ascontiguousarray(a).reshape((count, m, n)), lu, piv, perm, snap,
            float(np.finfo(a.dtype).tiny))
     return (lu.reshape(a.shape), piv.reshape(tuple(batch) + (min(m, n),)),
             perm.reshape(tuple(batch) + (m,)))
+
+
+def equal_bits(x: Any, y: Any) -> bool:
+    """Whether the 1-D unsigned-integer arrays ``x`` and ``y`` (of one length) are equal,
+    by the compiled, parallel :func:`count_differences` (NumPy's ``array_equal`` without
+    Numba)."""
+    kernel = compiled("count_differences", parallel=x.size > 1 << 16)
+    if kernel is None:
+        return bool(np.array_equal(x, y))
+    return kernel(x, y) == 0
 
 
 def compiled(name: str, parallel: bool) -> Any:

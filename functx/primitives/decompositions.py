@@ -375,13 +375,14 @@ def _lu_impl(xp, a):
         hit = _lu_memo_get(a)
         if hit is not None:
             return hit
-    small = a.ndim > 2 and max(m, n) <= _GETRF_STACK_MAX_N
-    out = _lu_kernels.factor_stack(a) if small else None  # one compiled loop (Numba)
-    if out is not None:
-        out = tuple(xp.asarray(v) for v in out)
-        if memo:
-            _lu_memo_put(a, out)
-        return out
+    if a.ndim > 2 and max(m, n) <= _GETRF_STACK_MAX_N:  # one compiled loop (Numba)
+        snap = np.empty(a.shape, a.dtype) if memo else None  # the memo's copy, on the way
+        out = _lu_kernels.factor_stack(a, snap)
+        if out is not None:
+            out = tuple(xp.asarray(v) for v in out)
+            if memo:
+                _lu_memo_put(a, out, snap)
+            return out
     if a.ndim == 2:
         # One matrix: LAPACK's getrf on a Fortran copy, in place; the factors stay in
         # Fortran order (the BLAS solves read either order without a copy).
@@ -417,15 +418,16 @@ def _lu_memo_get(a: np.ndarray) -> tuple | None:
     for entry in list(_lu_memo):
         ref, snap, out = entry
         if ref() is a and snap.shape == a.shape and snap.dtype == a.dtype \
-                and np.array_equal(_bits(a), _bits(snap)):
+                and _lu_kernels.equal_bits(_bits(a), _bits(snap)):
             _lu_memo[:] = [e for e in _lu_memo if e is not entry]  # used once
             return out
     return None
 
 
-def _lu_memo_put(a: np.ndarray, out: tuple) -> None:
+def _lu_memo_put(a: np.ndarray, out: tuple, snapshot: np.ndarray | None = None) -> None:
     try:
-        entry = (weakref.ref(a, _lu_memo_drop), a.copy(), out)
+        entry = (weakref.ref(a, _lu_memo_drop), a.copy() if snapshot is None else snapshot,
+                 out)
     except TypeError:  # not weakly referenceable: no memo
         return
     _lu_memo[:] = [entry] + _lu_memo[:_LU_MEMO_ENTRIES - 1]
