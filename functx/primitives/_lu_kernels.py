@@ -221,17 +221,6 @@ def pivots_to_permutation_stack(piv: Any, perm: Any) -> None:
             perm[i, p] = t
 
 
-def count_differences(x: Any, y: Any) -> int:
-    chunks = (x.shape[0] + 4095) // 4096
-    count = 0
-    for i in _prange(chunks):
-        d = 0
-        for j in range(i * 4096, min(i * 4096 + 4096, x.shape[0])):
-            d += x[j] != y[j]
-        count += d
-    return count
-
-
 _prange = range  # numba.prange in the compiled variants (functx.primitives._numba.compile_loop)
 
 
@@ -261,16 +250,6 @@ def factor_stack(a: Any, snapshot: Any = None) -> tuple | None:
            float(np.finfo(a.dtype).tiny))
     return (lu.reshape(a.shape), piv.reshape(tuple(batch) + (min(m, n),)),
             perm.reshape(tuple(batch) + (m,)))
-
-
-def equal_bits(x: Any, y: Any) -> bool:
-    """Whether the 1-D unsigned-integer arrays ``x`` and ``y`` (of one length) are equal,
-    by the compiled, parallel :func:`count_differences` (NumPy's ``array_equal`` without
-    Numba)."""
-    kernel = compiled("count_differences", parallel=x.size > 1 << 16)
-    if kernel is None:
-        return bool(np.array_equal(x, y))
-    return kernel(x, y) == 0
 
 
 def compiled(name: str, parallel: bool) -> Any:
