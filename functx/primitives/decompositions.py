@@ -40,7 +40,8 @@ for (the rows permuted, a gather or a scatter, then two ``triangular_solve``).
 gradient ``a^-T``) in LAPACK's ``getri`` order, ``U^-1`` then ``U^-1 L^-1``: 4/3 n^3 flops
 instead of 2 n^3, by ``trtri`` and a blocked solve (gemm) on one matrix, or one compiled loop
 over a stack. On the CPU, one matrix is factored by ``getrf`` into Fortran-ordered factors,
-a stack by ``getrf`` on each matrix into C-ordered ones. ``lu`` keeps its last factorisations of
+a stack of small matrices (up to 128) by one compiled loop (LAPACK's pivots), bigger ones by
+``getrf`` on each matrix, into C-ordered factors. ``lu`` keeps its last factorisations of
 big operands for one more call on the very same, unchanged array (``slogdet(a)`` and
 ``solve(a, b)`` then factor ``a`` once; see ``_lu_memo``). ``lu_pivots_to_permutation`` turns
 LAPACK's row swaps into the permutation (as JAX's; for ``functx.scipy.linalg.lu_solve``),
@@ -359,7 +360,8 @@ def pivots_to_permutation(xp: Any, pivots: Any, m: int) -> Any:
 
 # Stacks of matrices up to this size are factored by one compiled loop over the stack (the
 # batch over the cores; _lu_kernels.getrf_stack), bigger ones by LAPACK's blocked getrf per
-# matrix (measured: the loop is 1.8x faster at 64, as fast at 128, 1.5-2x slower at 256).
+# matrix (one thread, CPU time of a stack: the loop 1.8x faster at 64, 1.1x at 128, 1.05x
+# slower at 192, 1.3x at 256).
 _GETRF_STACK_MAX_N = 128
 
 
