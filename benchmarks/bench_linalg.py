@@ -20,7 +20,11 @@ matmul precision "highest"). Inputs are put on the device once, before timing; e
 step ends by waiting for the device (CuPy's current stream, ``torch.cuda.synchronize``,
 ``block_until_ready``). The card's name is printed with the table.
 
-Usage: ``python benchmarks/bench_linalg.py [--quick] [--device {cpu,cuda}]``
+Usage: ``python benchmarks/bench_linalg.py [--quick] [--device {cpu,cuda}] [--only SUBSTRING]
+[--one-thread]``.
+``--only 256x64`` runs the workloads whose title contains the substring; ``--one-thread``
+runs every library on one thread (OpenBLAS, MKL, OpenMP, Numba, PyTorch, XLA) and times
+process CPU time instead of wall time: per-element cost, steadier on a shared machine.
 """
 from __future__ import annotations
 
@@ -28,6 +32,14 @@ import argparse
 import importlib.util
 import os
 import sys
+import time
+
+if "--one-thread" in sys.argv:  # before NumPy, SciPy, Numba, PyTorch or JAX start threads
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                 "NUMBA_NUM_THREADS"):
+        os.environ[_var] = "1"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen"
+                               "=false intra_op_parallelism_threads=1").strip()
 from pathlib import Path
 from typing import Any, Callable
 
@@ -113,6 +125,8 @@ def _device_sync(device: str) -> Callable[[], None]:
 def _torch_steps(device: str = "cpu") -> dict:
     import torch
 
+    if "--one-thread" in sys.argv:
+        torch.set_num_threads(1)
     if device != "cpu":
         if not torch.cuda.is_available():
             raise SystemExit(f"PyTorch {torch.__version__} sees no CUDA device: run with a "
@@ -200,6 +214,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="where every system runs (default: cpu)")
+    ap.add_argument("--only", default="", help="run the workloads whose title has this")
+    ap.add_argument("--one-thread", action="store_true",
+                    help="every library on one thread, timed in process CPU time")
     args = ap.parse_args()
     if args.device != "cpu":  # before JAX starts: not 75% of the card for JAX alone
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -223,9 +240,14 @@ def main() -> None:
               "there before timing, each step synchronised)")
     for why in missing:
         print(f"- missing peer: {why}")
+    clock = time.process_time if args.one_thread else time.perf_counter
+    print(f"\nclock: {'process CPU time, one thread each' if args.one_thread else 'wall'}; "
+          f"load average at the start: {_loadavg()}")
     print("\n| workload | functx ms | torch eager ms | jax jit ms | torch ÷ functx | "
           "jax ÷ functx |\n|---|---:|---:|---:|---:|---:|")
     for title, data in _workloads(args.quick):
+        if args.only not in title:
+            continue
         kind = "gp" if title.startswith("gp") else "solve"
         put = {name: s.get("put", lambda d: d)(data) for name, s in systems.items()}
         steps = {name: (lambda s=s, d=put[name]: s[kind](*d)) for name, s in systems.items()}
@@ -238,12 +260,21 @@ def main() -> None:
                                       ref if isinstance(ref, tuple) else (ref,)))
             if err > 1e-6:
                 raise SystemExit(f"{title}: {name} differs from functx (relative error {err:.2e})")
-        timings = {t.name: t.median for t in measure(steps, repeats, warmup, block=5)}
+        timings = {t.name: t.median for t in measure(steps, repeats, warmup, block=5, clock=clock)}
         fxm = timings["functx"]
         cell = lambda n: f"{timings[n] * 1e3:.1f}" if n in timings else "-"
         ratio = lambda n: f"{timings[n] / fxm:.2f}" if n in timings else "-"
         print(f"| {title} | {fxm * 1e3:.1f} | {cell('torch eager')} | {cell('jax jit')} | "
               f"{ratio('torch eager')} | {ratio('jax jit')} |", flush=True)
+    print(f"\nload average at the end: {_loadavg()}")
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

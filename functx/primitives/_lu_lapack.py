@@ -1,6 +1,6 @@
 """The LU factorisations and solves of functx/primitives/decompositions.py on the CPU, by BLAS
 and LAPACK through SciPy: ``getrf`` of one matrix (Fortran-ordered factors) or of a stack
-(C-ordered), and ``lu_solve``'s and ``lu_inverse``'s implementations for a single or a big
+(C-ordered; stacks of matrices up to 128 go through ``_lu_kernels.getrf_stack`` instead), and ``lu_solve``'s and ``lu_inverse``'s implementations for a single or a big
 matrix (stacks of small ones go through the compiled loops of ``_lu_kernels``).
 
 The solves read the packed factors ``lu`` (``a[perm] = L U``) in either memory order without a
