@@ -40,17 +40,19 @@ def compiler_on():
 _loops: dict = {}
 
 
-def apply(name: str, x: np.ndarray, contract: bool = False) -> np.ndarray:
-    """``_vecmath``'s function ``name`` on every element of float32 ``x`` (a Numba loop;
-    ``contract``: with fused multiply-adds allowed, as in the generated kernels)."""
-    loop = _loops.get((name, contract))
+def apply(name: str, x: np.ndarray, contract: bool = False, module: Any = _vecmath
+          ) -> np.ndarray:
+    """``module``'s function ``name`` (``_vecmath``'s, or ``_vecmath32``'s) on every element
+    of float32 ``x`` (a Numba loop; ``contract``: with fused multiply-adds allowed, as in the
+    generated kernels)."""
+    loop = _loops.get((module.__name__, name, contract))
     if loop is None:
-        (fn,) = _vecmath.numba_helpers(_vecmath.FUNCTIONS[name])
+        (fn,) = module.numba_helpers(module.FUNCTIONS[name])
 
         def run(x: Any, out: Any) -> None:
             for i in range(x.size):
                 out[i] = fn(x[i])
-        loop = _loops[name, contract] = numba.njit(
+        loop = _loops[module.__name__, name, contract] = numba.njit(
             error_model="numpy", fastmath={"contract"} if contract else False)(run)
     x = np.ascontiguousarray(x, np.float32).ravel()
     out = np.empty_like(x)

@@ -20,6 +20,7 @@ import functx as fx
 import functx.compiler as compiler
 import functx.numpy as fnp
 from functx.compiler import _vecmath, _vecmath32, cpu
+from tests.test_vecmath import _loops, apply as _apply, reference, ulp_distance
 
 numba = pytest.importorskip("numba")
 
@@ -36,40 +37,9 @@ def compiler_on():
     compiler.set_jit_compiler(old)
 
 
-_loops: dict = {}
-
-
 def apply(name: str, x: np.ndarray, contract: bool = False) -> np.ndarray:
-    """``_vecmath32``'s function ``name`` on every element of float32 ``x`` (a Numba loop;
-    ``contract``: fused multiply-adds allowed, as in the generated kernels)."""
-    loop = _loops.get((name, contract))
-    if loop is None:
-        (fn,) = _vecmath32.numba_helpers(_vecmath32.FUNCTIONS[name])
-
-        def run(x: Any, out: Any) -> None:
-            for i in range(x.size):
-                out[i] = fn(x[i])
-        loop = _loops[name, contract] = numba.njit(
-            error_model="numpy", fastmath={"contract"} if contract else False)(run)
-    x = np.ascontiguousarray(x, np.float32).ravel()
-    out = np.empty_like(x)
-    loop(x, out)
-    return out
-
-
-def reference(name: str, x: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return REFERENCE[name](x.astype(np.float64)).astype(np.float32)
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distance in float32 steps (0 between -0 and +0; both NaN: 0; one NaN: huge)."""
-    def ordered(v: np.ndarray) -> np.ndarray:
-        i = v.view(np.int32).astype(np.int64)
-        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
-    d = np.abs(ordered(a) - ordered(b))
-    na, nb = np.isnan(a), np.isnan(b)
-    return np.where(na & nb, 0, np.where(na | nb, 1 << 40, d))
+    """``_vecmath32``'s function ``name`` on every element of float32 ``x``."""
+    return _apply(name, x, contract, module=_vecmath32)
 
 
 SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38,
@@ -235,7 +205,7 @@ def test_loops_calling_them_use_512_bit_vectors() -> None:
     if "+avx512f" not in str(features):
         pytest.skip("no AVX-512 on this machine")
     apply("exp", np.ones(64, np.float32))
-    (loop,) = [v for (n, c), v in _loops.items() if n == "exp" and not c]
+    loop = _loops[_vecmath32.__name__, "exp", False]
     asm = "\n".join(loop.inspect_asm().values())
     assert re.search(r"v\w+ps\s+.*%zmm", asm), "the loop is not vectorised with zmm registers"
 
@@ -247,6 +217,6 @@ def test_float32_in_float32_out_and_no_float64_arithmetic_but_sin_cos(name: str)
     assert isinstance(fn(np.float32(0.5)), float)
     assert [str(s.return_type) for s in fn.nopython_signatures] == ["float32"]
     apply(name, np.ones(8, np.float32))
-    ir = "\n".join(_loops[name, False].inspect_llvm().values())
+    ir = "\n".join(_loops[_vecmath32.__name__, name, False].inspect_llvm().values())
     double_ops = re.findall(r"\b(?:fadd|fmul|fsub|fdiv|fpext)\b[^\n]*double", ir)
     assert bool(double_ops) == (name in ("sin", "cos")), double_ops[:3]
