@@ -87,6 +87,24 @@ def _placed(device: Any, host: np.ndarray) -> Any:
     return b.put(host, dev.id)
 
 
+# dtypes a device's own array module makes directly (others: made by NumPy, then moved)
+_DEVICE_MADE = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float32,
+                                               np.float64, np.complex64, np.complex128))
+
+
+def _made(device: Any, dtype: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    """``numpy.<name>(*args, dtype=dtype, **kwargs)`` on the target device: on a GPU made
+    there by the backend's array module (an n x n identity is one kernel, not an n x n host
+    array and a copy), elsewhere as :func:`_placed` does."""
+    b = _target(device)
+    if b is not _backends.CPU and b.use_device is not None and np.dtype(dtype) in _DEVICE_MADE:
+        dev = _backends.as_device(device) if device is not None else \
+            _backends.get_default_device()
+        with b.use_device(dev.id):
+            return getattr(b.xp, name)(*args, dtype=np.dtype(dtype), **kwargs)
+    return _placed(device, getattr(np, name)(*args, dtype=dtype, **kwargs))
+
+
 def _like_device(a: Any, device: Any) -> Any:
     """The device ``*_like`` functions create on: ``device``, else ``a``'s, else None (the
     default device)."""
@@ -217,7 +235,7 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K",
 def eye(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float,
         order: str = "C", *, like: Any = None, device: Any = None) -> np.ndarray:
     """An ``N x M`` array with ones on the ``k``-th diagonal and zeros elsewhere."""
-    return _placed(_device(device, like), np.eye(N, M, k, dtype=dtype))
+    return _made(_device(device, like), dtype, "eye", N, M, k)
 
 
 def identity(n: builtins.int, dtype: Any = None, *, like: Any = None) -> np.ndarray:
@@ -228,7 +246,7 @@ def identity(n: builtins.int, dtype: Any = None, *, like: Any = None) -> np.ndar
 def tri(N: builtins.int, M: Any = None, k: builtins.int = 0, dtype: Any = float, *,
         like: Any = None) -> np.ndarray:
     """An ``N x M`` array with ones at and below the ``k``-th diagonal, zeros elsewhere."""
-    return _placed(_device(None, like), np.tri(N, M, k, dtype=dtype))
+    return _made(_device(None, like), dtype, "tri", N, M, k)
 
 
 def _concrete_number(x: Any) -> Any:
