@@ -75,8 +75,10 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(na & nb, 0, np.where(na | nb, 1 << 40, d))
 
 
-def sample() -> np.ndarray:
-    rng = np.random.default_rng(17)
+def sample(seed: int = 17, specials: np.ndarray | None = None) -> np.ndarray:
+    """2M random bit patterns, every third float32 of three binades, dense sweeps,
+    subnormals and ``specials`` (default :data:`SPECIALS`)."""
+    rng = np.random.default_rng(seed)
     bits = rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32)
     binades = [(np.arange(1 << 23, dtype=np.uint32)[::3] + np.uint32(e << 23))
                for e in (126, 127, 133)]  # [0.5, 1), [1, 2), [64, 128): every third float
@@ -84,7 +86,7 @@ def sample() -> np.ndarray:
     subnormal = np.arange(1, 1 << 23, 97, dtype=np.uint32)
     return np.concatenate([bits.view(np.float32), *(b.view(np.float32) for b in binades),
                            *dense, subnormal.view(np.float32), -subnormal.view(np.float32),
-                           SPECIALS])
+                           SPECIALS if specials is None else specials])
 
 
 SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1.1754942e-38,

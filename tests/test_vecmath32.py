@@ -20,7 +20,7 @@ import functx as fx
 import functx.compiler as compiler
 import functx.numpy as fnp
 from functx.compiler import _vecmath, _vecmath32, cpu
-from tests.test_vecmath import _loops, apply as _apply, reference, ulp_distance
+from tests.test_vecmath import _loops, apply as _apply, reference, sample, ulp_distance
 
 numba = pytest.importorskip("numba")
 
@@ -50,21 +50,9 @@ SPECIALS = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45,
                      -0.5, 2.0 ** 24, 2.0 ** -25, -(2.0 ** -25)], np.float32)
 
 
-def sample() -> np.ndarray:
-    rng = np.random.default_rng(19)
-    bits = rng.integers(0, 1 << 32, 1 << 21, dtype=np.uint64).astype(np.uint32)
-    binades = [(np.arange(1 << 23, dtype=np.uint32)[::3] + np.uint32(e << 23))
-               for e in (126, 127, 133)]  # [0.5, 1), [1, 2), [64, 128): every third float
-    dense = [np.linspace(-a, a, 1 << 19, dtype=np.float32) for a in (1e-3, 1.0, 12.0, 110.0)]
-    subnormal = np.arange(1, 1 << 23, 97, dtype=np.uint32)
-    return np.concatenate([bits.view(np.float32), *(b.view(np.float32) for b in binades),
-                           *dense, subnormal.view(np.float32), -subnormal.view(np.float32),
-                           SPECIALS])
-
-
 @pytest.fixture(scope="module")
 def points() -> np.ndarray:
-    return sample()
+    return sample(19, SPECIALS)
 
 
 def test_documented_bounds_are_within_the_targets() -> None:
