@@ -9,8 +9,10 @@ Workloads (float64, gradients with respect to every input):
    (RBF kernel, 3 hyperparameters) through ``cholesky``, ``cho_solve`` and the log
    determinant from the factor's diagonal.
 
-Every system's result is checked against functx's before timing; times are medians of
-interleaved repeats (``_harness.py``), with the ratio of functx to each peer.
+Systems: functx eager ``grad`` and functx ``jit(grad)`` (on CUDA, jit replays each step as one
+CUDA graph), PyTorch eager and JAX ``jit``. Every system's result is checked against functx's
+before timing; times are medians of interleaved repeats (``_harness.py``), with the ratio of
+each functx row to each peer (functx ÷ peer: below 1, functx is faster).
 
 ``--device cuda`` runs the same workloads on the GPU, every system in this one process on the
 same card: functx's arrays put there with ``functx.device_put`` (eager ``grad``, as on the
@@ -91,12 +93,14 @@ def _workloads(quick: bool) -> list:
             ("gp nll 2000" if not quick else "gp nll 500", _gp_data(500 if quick else 2000))]
 
 
-def _functx_steps(device: str = "cpu") -> dict:
+def _functx_steps(device: str = "cpu", jit: bool = False) -> dict:
     f = lambda a, b: fnp.sum(fnp.linalg.slogdet(a).logabsdet) + fnp.sum(fnp.linalg.solve(a, b))
     g = fx.grad(f, argnums=(0, 1))
     gp = fx.grad(lambda p, x, y: _gp_nll(
         fnp, lambda k: fsl.cholesky(k, lower=True),
         lambda L, v: fsl.cho_solve((L, True), v), p, x, y))
+    if jit:  # (on CUDA, jit replays each step as one CUDA graph)
+        g, gp = fx.jit(g), fx.jit(gp)
     if device == "cpu":
         return {"solve": g, "gp": gp}
     sync = _device_sync(device)
@@ -220,7 +224,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.device != "cpu":  # before JAX starts: not 75% of the card for JAX alone
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    systems = {"functx": _functx_steps(args.device)}
+    systems = {"functx": _functx_steps(args.device),
+               "functx jit": _functx_steps(args.device, jit=True)}
     missing = []
     if _have("torch"):
         systems["torch eager"] = _torch_steps(args.device)
@@ -243,8 +248,9 @@ def main() -> None:
     clock = time.process_time if args.one_thread else time.perf_counter
     print(f"\nclock: {'process CPU time, one thread each' if args.one_thread else 'wall'}; "
           f"load average at the start: {_loadavg()}")
-    print("\n| workload | functx ms | torch eager ms | jax jit ms | torch ÷ functx | "
-          "jax ÷ functx |\n|---|---:|---:|---:|---:|---:|")
+    print("\n| workload | functx ms | functx jit ms | torch eager ms | jax jit ms | functx ÷ torch "
+          "| functx ÷ jax | functx jit ÷ torch | functx jit ÷ jax |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for title, data in _workloads(args.quick):
         if args.only not in title:
             continue
@@ -261,11 +267,12 @@ def main() -> None:
             if err > 1e-6:
                 raise SystemExit(f"{title}: {name} differs from functx (relative error {err:.2e})")
         timings = {t.name: t.median for t in measure(steps, repeats, warmup, block=5, clock=clock)}
-        fxm = timings["functx"]
         cell = lambda n: f"{timings[n] * 1e3:.1f}" if n in timings else "-"
-        ratio = lambda n: f"{timings[n] / fxm:.2f}" if n in timings else "-"
-        print(f"| {title} | {fxm * 1e3:.1f} | {cell('torch eager')} | {cell('jax jit')} | "
-              f"{ratio('torch eager')} | {ratio('jax jit')} |", flush=True)
+        ratio = lambda a, b: f"{timings[a] / timings[b]:.2f}" if b in timings else "-"
+        print(f"| {title} | {cell('functx')} | {cell('functx jit')} | {cell('torch eager')} | "
+              f"{cell('jax jit')} | {ratio('functx', 'torch eager')} | "
+              f"{ratio('functx', 'jax jit')} | {ratio('functx jit', 'torch eager')} | "
+              f"{ratio('functx jit', 'jax jit')} |", flush=True)
     print(f"\nload average at the end: {_loadavg()}")
 
 

@@ -107,6 +107,17 @@ def _rounded_back(prim: Any, args: tuple, params: dict, out: Any) -> Any:
 # CuPy routines refuse stream capture (every cuBLAS call through CuPy) take a capturable
 # path instead (functx.primitives.cuda.linalg's GEMMs call cuBLAS directly).
 CAPTURING = [False]
+# Host arrays copied to the device while a graph is captured, staged in pinned host memory:
+# the graph's copy reads that memory at every replay, so the capture takes these buffers
+# with it (functx.compiler.cuda_graph) and keeps them alive as long as the graph.
+CAPTURE_KEEP: list = []
+# Results that implementations share within one capture (functx.compiler.cuda_graph clears
+# it before and after each): the LU factorisation of an operand that two functions factor
+# (``slogdet`` and ``solve`` of one matrix), which JAX's jit shares by common-subexpression
+# elimination. Inside a captured step nothing writes into an array (the inputs are the
+# graph's own copies), so an operand's memory and layout name its value; an entry holds its
+# operand, so that memory is not reused during the capture.
+CAPTURE_MEMO: dict = {}
 # The captured CUDA graphs (each holds its step's working memory in its own ``pool`` for as
 # long as it lives): memory_stats counts those bytes as in use.
 GRAPH_POOLS: "weakref.WeakSet" = weakref.WeakSet()
@@ -168,13 +179,31 @@ def make_backend(cupy: Any, count: int) -> Any:
             cupy.cuda.set_allocator(tracker[0].malloc)
         tracker[0].reset()
 
+    def from_host(a: Any) -> Any:
+        if not CAPTURING[0]:
+            return cupy.asarray(a)
+        # CuPy refuses host-to-device copies on a capturing stream (their source could
+        # change before a replay); a copy from pinned memory that nothing else holds is
+        # captured as the graph's own constant.
+        a = np.asarray(a)
+        host = np.ascontiguousarray(a)
+        pinned = cupy.cuda.alloc_pinned_memory(max(host.nbytes, 1))
+        staged = np.ndarray(host.shape, host.dtype, buffer=pinned)
+        staged[...] = host
+        out = cupy.empty(host.shape, host.dtype)
+        if host.nbytes:
+            runtime.memcpyAsync(out.data.ptr, pinned.ptr, host.nbytes, 1,  # host to device
+                                cupy.cuda.get_current_stream().ptr)
+        CAPTURE_KEEP.append(pinned)
+        return out
+
     def put(x: Any, device_id: int) -> Any:
         if isinstance(x, cupy.ndarray) and x.device.id == device_id:
             return x
         with cupy.cuda.Device(device_id):
             if isinstance(x, cupy.ndarray):
                 return x.copy()  # a peer copy onto the current device
-            return cupy.asarray(x)  # (np.ascontiguousarray would make 0-d arrays 1-d)
+            return from_host(x)
 
     def scalar_from_host(a: Any) -> Any:
         # Keyed by the bits (so -0.0 and NaN payloads are kept apart) and the current GPU.
@@ -209,7 +238,7 @@ def make_backend(cupy: Any, count: int) -> Any:
         xp=cupy,
         array_types=(cupy.ndarray,),
         to_host=cupy.asnumpy,
-        from_host=cupy.asarray,
+        from_host=from_host,
         synchronize=synchronize,
         memory_stats=memory_stats,
         read_only_outputs=False,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from functx.backends._cuda import CAPTURING, GRAPH_POOLS
+from functx.backends._cuda import CAPTURE_KEEP, CAPTURE_MEMO, CAPTURING, GRAPH_POOLS
 
 __all__ = ["CudaGraph", "set_cuda_graphs", "cuda_graphs_enabled", "STATS"]
 
@@ -64,7 +64,7 @@ class CudaGraph:
     """
 
     __slots__ = ("step", "launches", "calls", "failed", "graph", "ins", "outs", "pool",
-                 "device", "__weakref__")
+                 "device", "keep", "__weakref__")
 
     def __init__(self, step: Callable[[list], list], launches: int) -> None:
         self.step, self.launches = step, launches
@@ -72,6 +72,7 @@ class CudaGraph:
         self.failed = False
         self.graph = self.ins = self.outs = self.pool = None
         self.device = None
+        self.keep: list = []  # pinned host constants the graph copies from at each replay
 
     def __call__(self, inputs: list) -> list:
         import cupy
@@ -125,18 +126,24 @@ class CudaGraph:
         try:
             with cupy.cuda.using_allocator(pool.malloc), stream:
                 CAPTURING[0] = True
+                CAPTURE_KEEP.clear()
+                CAPTURE_MEMO.clear()
                 stream.begin_capture()
                 try:
                     outs = self.step([d if d is not None else x for d, x in zip(ins, inputs)])
                 finally:
                     CAPTURING[0] = False
                     graph = stream.end_capture()
+                    keep = list(CAPTURE_KEEP)
+                    CAPTURE_KEEP.clear()
+                    CAPTURE_MEMO.clear()
         except Exception:  # something in the step cannot be captured: run it eagerly
             return False
         if any(not isinstance(o, cupy.ndarray) for o in outs):
             return False
         current.wait_event(stream.record())
         self.graph, self.ins, self.outs, self.pool = graph, ins, list(outs), pool
+        self.keep = keep
         GRAPH_POOLS.add(self)  # memory_stats counts what graphs hold (``pool``)
         self.device = cupy.cuda.Device().id
         return True

@@ -646,8 +646,7 @@ def _lu_solve_numpy(lu, perm, b, trans):
 
 
 lu_solve_p.def_impl(_lu_solve_impl)
-lu_solve_p.def_impl(functools.partial(_cuda.lu_solve, triangular_solve=_cuda.triangular_solve),
-                    backend="cuda")
+lu_solve_p.def_impl(_cuda.lu_solve, backend="cuda")
 
 
 def _lu_solve_composite(lu: Any, perm: Any, b: Any, *, trans: int) -> Any:
@@ -733,8 +732,7 @@ def _identities(xp: Any, like: Any) -> Any:
 
 lu_inverse_p.def_impl(_lu_inverse_impl)
 lu_inverse_p.def_impl(  # CUDA: lu_solve with the identity
-    lambda xp, lu, perm, *, trans: _cuda.lu_solve(xp, lu, perm, _identities(xp, lu), trans=trans,
-                                                  triangular_solve=_cuda.triangular_solve),
+    lambda xp, lu, perm, *, trans: _cuda.lu_solve(xp, lu, perm, _identities(xp, lu), trans=trans),
     backend="cuda")
 
 

@@ -16,11 +16,14 @@ rest of each primitive's definition with ``p.def_impl(fn, backend="cuda")``:
 * ``conv``: ``conv_general_dilated`` (im2col/col2im kernels and GEMMs);
 * ``fft``: the cases where cuFFT differs from NumPy;
 * ``special``: the special-function primitives with ``cupyx.scipy.special``;
-* ``decompositions``: cuSOLVER through CuPy for the matrix decompositions (cholesky,
+* ``decompositions``: cuSOLVER and cuBLAS for the matrix decompositions (cholesky,
   triangular_solve, lu, qr, eigh, svd; eig and schur refused, CPU-only as in JAX);
-* ``_batched_lu``: stacks of small matrices for ``decompositions``' LU family (lu,
-  lu_solve, lu_inverse, triangular_solve) through cuBLAS's batched routines
-  (getrfBatched, trsmBatched), and the kernel turning pivots into a permutation;
+* ``_lu``: the LU family and triangular solves (lu, lu_solve, lu_inverse,
+  triangular_solve): a one-block LU kernel for small matrices, cuSOLVER's getrf, cuBLAS's
+  trsm and trsmBatched, and the kernels for permutations, with no host reads (capturable
+  in CUDA graphs);
+* ``_raw``: cuBLAS and cuSOLVER called through ctypes (CuPy's wrappers refuse stream
+  capture);
 * ``_kernels``: the one compile cache of every kernel, and the helpers the kernels share.
 
 These modules import no functx primitive module (primitive families pass their generic

@@ -1,20 +1,18 @@
 """CUDA implementations of the matrix decompositions (functx/primitives/decompositions.py and
-functx/primitives/eigen.py): cuSOLVER through CuPy (``cupy.linalg``,
-``cupyx.scipy.linalg``).
+functx/primitives/eigen.py): cuSOLVER and cuBLAS.
 
-* ``cholesky``, ``eigh``, ``svd``, ``qr``: ``cupy.linalg``'s routines, which take stacks of
-  matrices (cuSOLVER's batched potrf, syevj, gesvdj; QR per matrix inside CuPy). A
-  Cholesky factorisation that fails (a matrix that is not positive definite) does not raise
-  in CuPy; the factor of such a matrix is set to NaN where its diagonal is not finite and
-  positive, as JAX does on every device.
-* ``triangular_solve``, ``lu``, ``lu_solve`` (a gather and two of those solves) and so
-  ``lu_inverse`` (``lu_solve`` with the identity): a stack of more than one small square
-  matrix (at most ``_batched_lu.BATCHED_MAX_N`` rows) by cuBLAS's batched routines, one
-  call for the whole stack (``getrfBatched``, ``trsmBatched``; functx/primitives/cuda/
-  _batched_lu.py). One matrix, or bigger ones, by ``cupyx.scipy.linalg.solve_triangular``
-  and ``lu_factor`` (cuSOLVER), which take one matrix at a time: a Python loop over the
-  batch, each step on the device (no host copy). The permutation of the pivots is one
-  kernel (``_batched_lu.permutation``) on both paths.
+* ``cholesky``, ``triangular_solve``, ``lu``, ``lu_solve`` and so ``lu_inverse``
+  (``lu_solve`` with the identity): cuSOLVER's ``potrf``/``potrfBatched`` and ``getrf``,
+  cuBLAS's ``trsm``/``trsmBatched`` called directly, and functx's own kernels (LU of small
+  matrices, permutations, row gathers; functx/primitives/cuda/_lu.py): nothing reads the
+  device from the host, so a ``jit`` step holding them is captured as one CUDA graph
+  (functx/compiler/cuda_graph.py), and eagerly the host never waits. A Cholesky
+  factorisation that fails (a matrix that is not positive definite: cuSOLVER's ``info``,
+  or a diagonal that is not finite and positive) gives NaN for the whole factor, as JAX
+  does on every device.
+* ``eigh``, ``svd``, ``qr``: ``cupy.linalg``'s routines, which take stacks of matrices
+  (cuSOLVER's batched syevj, gesvdj; QR per matrix inside CuPy); a step holding them runs
+  eagerly under ``jit`` (CuPy's wrappers refuse stream capture).
 * ``expm``: cupyx.scipy.linalg.expm per matrix, a loop on the device.
 * ``eig`` and ``schur``: cuSOLVER has no general (non-Hermitian) eigensolver or Schur
   factorisation that CuPy exposes for all dtypes; as in JAX they are CPU-only and refuse
@@ -25,12 +23,14 @@ imports no functx primitive module and no CuPy at import time.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
 
+from functx.backends._cuda import CAPTURE_MEMO, CAPTURING
 from functx.errors import FunctxError
-from functx.primitives.cuda import _batched_lu
+from functx.primitives.cuda import _lu, _raw
 
 
 def _flat(a: Any) -> Any:
@@ -38,91 +38,69 @@ def _flat(a: Any) -> Any:
 
 
 def cholesky(xp: Any, a: Any) -> Any:
-    """Lower Cholesky factors (NaN for a matrix that is not positive definite)."""
+    """Lower Cholesky factors (NaN for a matrix that is not positive definite): cuSOLVER's
+    ``potrf`` (one matrix) or ``potrfBatched`` (a stack) called directly (no host read of
+    its ``info``; capturable)."""
     if a.size == 0:
         return xp.zeros(a.shape, a.dtype)
-    L = xp.linalg.cholesky(a)
+    *batch, n = a.shape[:-1]
+    count = math.prod(batch)
+    # Column-major, the C-ordered copy is a^T = conj(a): its upper factor U (U^H U =
+    # conj(a)), read back in C order, is U^T, a's lower factor. (As cupy.linalg.cholesky:
+    # cuSOLVER reads the triangle that is the lower one of the C-ordered a.)
+    f = xp.array(a.reshape((count, n, n)), order="C", copy=True)
+    info = xp.zeros((count,), np.int32)
+    t = _raw.PREFIX[a.dtype.char]
+    if count == 1:
+        work = xp.empty((max(_raw.workspace_size(xp, t, "potrf", _raw.FILL_UPPER, n,
+                                                 f.data.ptr, n), 1),), a.dtype)
+        _raw.cusolver(xp, t, "potrf")(_raw.FILL_UPPER, n, f.data.ptr, n, work.data.ptr,
+                                      work.size, info.data.ptr)
+    else:
+        ptrs = _lu.pointers(xp, f)
+        _raw.cusolver(xp, t, "potrfBatched")(_raw.FILL_UPPER, n, ptrs.data.ptr, n,
+                                             info.data.ptr, count)
+    L = xp.tril(f)
     d = xp.diagonal(L, axis1=-2, axis2=-1)
-    ok = xp.all(xp.isfinite(d) & (d.real > 0), axis=-1)
-    return xp.where(ok[..., None, None], L, xp.asarray(np.nan, dtype=a.dtype))
+    ok = (info == 0) & xp.all(xp.isfinite(d) & (d.real > 0), axis=-1)
+    return xp.where(ok[:, None, None], L, xp.asarray(np.nan, dtype=a.dtype)).reshape(a.shape)
 
 
 def triangular_solve(xp: Any, a: Any, b: Any, *, left_side: bool, lower: bool,
                      transpose_a: bool, conjugate_a: bool, unit_diagonal: bool) -> Any:
-    """``op(a) x = b`` or ``x op(a) = b``: cuBLAS's trsmBatched for a stack of small
-    matrices, else cupyx's solve_triangular per matrix (a loop on the device over the
-    batch)."""
-    from cupyx.scipy import linalg as cl  # lazily: CuPy is imported when CUDA is used
-
+    """``op(a) x = b`` or ``x op(a) = b``: cuBLAS's ``trsmBatched`` for a stack of small
+    matrices, else ``trsm`` per matrix (functx/primitives/cuda/_lu.py)."""
     if b.size == 0:
         return xp.zeros(b.shape, b.dtype)
-    if _batched_lu.use_batched(a):  # a stack of small matrices: one trsmBatched
-        return _batched_lu.triangular_solve(xp, a, b, left_side=left_side, lower=lower,
-                                            transpose_a=transpose_a, conjugate_a=conjugate_a,
-                                            unit_diagonal=unit_diagonal)
-    t, c = transpose_a, conjugate_a and a.dtype.kind == "c"
-    if not left_side:
-        b, t = xp.swapaxes(b, -1, -2), not t
-    conj_only = c and not t
-    rhs = xp.conj(b) if conj_only else b
-    trans = 0 if not t else (2 if c else 1)
-    fa, fb = _flat(a), _flat(rhs)
-    out = xp.empty(fb.shape, b.dtype)
-    for i in range(fa.shape[0]):
-        out[i] = cl.solve_triangular(fa[i], fb[i], trans=trans, lower=lower,
-                                     unit_diagonal=unit_diagonal, check_finite=False)
-    x = out.reshape(rhs.shape)
-    x = xp.conj(x) if conj_only else x
-    return xp.ascontiguousarray(x if left_side else xp.swapaxes(x, -1, -2))
+    return _lu.triangular_solve(xp, a, b, left_side=left_side, lower=lower,
+                                transpose_a=transpose_a, conjugate_a=conjugate_a,
+                                unit_diagonal=unit_diagonal)
 
 
 def lu(xp: Any, a: Any) -> tuple:
-    """``(lu, pivots, permutation)``: cuBLAS's getrfBatched for a stack of small square
-    matrices, else cupyx's lu_factor per matrix (a loop on the device); pivots 0-based."""
-    from cupyx.scipy import linalg as cl
-
+    """``(lu, pivots, permutation)``, pivots 0-based: one kernel for small real square
+    matrices, else cuSOLVER's ``getrf`` per matrix (functx/primitives/cuda/_lu.py)."""
     *batch, m, n = a.shape
     k = min(m, n)
     if a.size == 0:
         return (xp.zeros(a.shape, a.dtype), xp.zeros(tuple(batch) + (k,), np.int32),
                 xp.broadcast_to(xp.arange(m, dtype=np.int32), tuple(batch) + (m,)).copy())
-    if _batched_lu.use_batched(a) and a.dtype.kind != "c":
-        # (complex: cuBLAS pivots on |a|, LAPACK on |re| + |im|; cuSOLVER's per-matrix
-        # factors are the CPU's, which the tests compare to rounding)
-        return _batched_lu.lu(xp, a)
-    fa = _flat(a)
-    lus = xp.empty(fa.shape, a.dtype)
-    piv = xp.empty((fa.shape[0], k), np.int32)
-    for i in range(fa.shape[0]):
-        f, p = cl.lu_factor(fa[i], check_finite=False)
-        lus[i], piv[i] = f, p[:k]
-    piv, perm = _batched_lu.permutation(xp, piv.reshape(tuple(batch) + (k,)), m, base=0)
-    return lus.reshape(a.shape), piv, perm
+    if not CAPTURING[0]:
+        return _lu.lu(xp, a)
+    # one factorisation per operand in a captured step (functx/backends/_cuda.py)
+    key = ("lu", a.data.ptr, a.shape, a.strides, a.dtype)
+    hit = CAPTURE_MEMO.get(key)
+    if hit is None:
+        hit = CAPTURE_MEMO[key] = (a, _lu.lu(xp, a))
+    return hit[1]
 
 
-def lu_solve(xp: Any, lu: Any, perm: Any, b: Any, *, trans: int,
-             triangular_solve: Callable) -> Any:
+def lu_solve(xp: Any, lu: Any, perm: Any, b: Any, *, trans: int) -> Any:
     """``a x = b`` (or ``a^T``/``a^H``) from packed LU factors: a row gather or scatter on the
-    device and two triangular solves (batched for a stack of small matrices; else two calls
-    of the triangular solve above, ``triangular_solve``, passed in)."""
+    device and two triangular solves (functx/primitives/cuda/_lu.py)."""
     if b.size == 0:
         return xp.zeros(b.shape, b.dtype)
-    if _batched_lu.use_batched(lu):
-        return _batched_lu.lu_solve(xp, lu, perm, b, trans=trans)
-    idx = perm.astype(np.int64)[..., None]
-    conj = trans == 2
-    if trans == 0:
-        y = xp.take_along_axis(b, idx, axis=-2)
-        y = triangular_solve(xp, lu, y, left_side=True, lower=True, transpose_a=False,
-                             conjugate_a=False, unit_diagonal=True)
-        return triangular_solve(xp, lu, y, left_side=True, lower=False, transpose_a=False,
-                                conjugate_a=False, unit_diagonal=False)
-    y = triangular_solve(xp, lu, b, left_side=True, lower=False, transpose_a=True,
-                         conjugate_a=conj, unit_diagonal=False)
-    y = triangular_solve(xp, lu, y, left_side=True, lower=True, transpose_a=True,
-                         conjugate_a=conj, unit_diagonal=True)
-    inverse = xp.argsort(perm, axis=-1).astype(np.int64)[..., None]  # x[perm] = y
-    return xp.take_along_axis(y, inverse, axis=-2)
+    return _lu.lu_solve(xp, lu, perm, b, trans=trans)
 
 
 def qr(xp: Any, a: Any, *, full_matrices: bool) -> tuple:

@@ -23,7 +23,6 @@ module needs no CuPy (cuBLAS is reached through CuPy when a GEMM is made).
 """
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import Any
 
@@ -31,6 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from functx.backends._cuda import CAPTURING
+from functx.primitives.cuda import _raw
 
 
 def _free(ndim: int, contract: Any, batch: Any) -> tuple[int, ...]:
@@ -158,8 +158,8 @@ def _blas_layout(a: Any) -> tuple[bool, int, int] | None:
 
 
 def gemm_strided_batched(xp: Any, x3: Any, y3: Any, *, out: Any = None,
-                         beta: float = 0.0, tf32: bool = False) -> Any:
-    """``x3 @ y3`` (plus ``beta * out``) for 3-D float16/bfloat16/float32/float64 arrays of
+                         beta: float = 0.0, tf32: bool = False, alpha: float = 1.0) -> Any:
+    """``alpha x3 @ y3`` (plus ``beta * out``) for 3-D float16/bfloat16/float32/float64 arrays of
     one dtype with one cuBLAS call, into ``out`` if given (a C-contiguous ``(batch, m, n)``
     array).
 
@@ -190,7 +190,8 @@ def gemm_strided_batched(xp: Any, x3: Any, y3: Any, *, out: Any = None,
         y3 = xp.ascontiguousarray(y3)
         ly = _blas_layout(y3)
     Gemm(xp, dt, tf32=tf32)(nb, m, n, k, (x3.data.ptr, lx[1], lx[2], not lx[0]),
-                 (y3.data.ptr, ly[1], ly[2], not ly[0]), (out.data.ptr, n, m * n), beta=beta)
+                 (y3.data.ptr, ly[1], ly[2], not ly[0]), (out.data.ptr, n, m * n), alpha=alpha,
+                 beta=beta)
     return out
 
 
@@ -216,7 +217,7 @@ class Gemm:
         self.algo = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
         self.handle = xp.cuda.device.get_cublas_handle()
         if CAPTURING[0]:  # CuPy's wrappers refuse capture; cuBLAS itself supports it
-            lib = _libcublas()
+            lib = _raw.library("cublas")
             lib.cublasSetStream_v2(self.handle, xp.cuda.get_current_stream().ptr)
             self.call = lib.cublasGemmStridedBatchedEx
         else:
@@ -226,7 +227,7 @@ class Gemm:
     def __call__(self, nb: int, m: int, n: int, k: int, x: tuple, y: tuple, c: tuple,
                  alpha: float = 1.0, beta: float = 0.0) -> None:
         dt = self.data_type
-        a, b = _host_scalar(self.scalar, alpha), _host_scalar(self.scalar, beta)
+        a, b = _raw.host_scalar(self.scalar, alpha), _raw.host_scalar(self.scalar, beta)
         # Row-major C = X @ Y is column-major C^T = Y^T @ X^T (see gemm_strided_batched).
         status = self.call(self.handle, int(y[3]), int(x[3]), n, m, k, a[1], y[0], dt, y[1],
                            y[2], x[0], dt, x[1], x[2], b[1], c[0], dt, c[1], c[2], nb,
@@ -234,50 +235,3 @@ class Gemm:
         if status:  # (CuPy's wrapper raises itself and returns None)
             raise RuntimeError(f"cuBLAS GemmStridedBatchedEx failed with status {status} "
                                f"during CUDA-graph capture ({nb}x({m}x{k} @ {k}x{n})).")
-
-
-# (dtype, value) -> (array, its address): cuBLAS's alpha and beta live in host memory (its
-# default pointer mode), read during the call. A GEMM site uses a few values (1, 0, the
-# attention's scale), so each array is made once; making two per call cost about 5 us of
-# host time per GEMM, in steps bound by host time.
-_HOST_SCALARS: dict = {}
-
-
-def _host_scalar(dtype: Any, value: float) -> tuple[np.ndarray, int]:
-    """A host scalar of ``dtype`` holding ``value``, and its address (hold the pair while
-    the address is in use: the cache may drop its own reference)."""
-    key = (dtype, value)
-    hit = _HOST_SCALARS.get(key)
-    if hit is None:
-        if len(_HOST_SCALARS) > 256:  # many distinct scales: start over
-            _HOST_SCALARS.clear()
-        arr = np.full((), value, dtype)
-        hit = _HOST_SCALARS[key] = (arr, arr.ctypes.data)
-    return hit
-
-
-_LIB: list = []
-
-
-def _libcublas() -> Any:
-    """The cuBLAS library CuPy loaded, through ctypes (for calls during stream capture)."""
-    if not _LIB:
-        path = None
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                name = line.rsplit("/", 1)[-1].strip()
-                if name.startswith("libcublas.so"):
-                    path = line[line.index("/"):].strip()
-                    break
-        if path is None:
-            raise RuntimeError("functx: cuBLAS is not loaded in this process, so GEMMs cannot "
-                               "be captured into a CUDA graph.")
-        lib = ctypes.CDLL(path)
-        vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-        lib.cublasSetStream_v2.argtypes = [vp, vp]
-        lib.cublasSetStream_v2.restype = i
-        f = lib.cublasGemmStridedBatchedEx
-        f.argtypes = [vp, i, i, i, i, i, vp, vp, i, i, ll, vp, i, i, ll, vp, vp, i, i, ll, i, i, i]
-        f.restype = i
-        _LIB.append(lib)
-    return _LIB[0]
