@@ -146,6 +146,27 @@ def test_triangular_solve_every_flag_set(batch, n, dt) -> None:
 
 
 @pytest.mark.parametrize("dt", (np.float32, np.float64), ids=names)
+def test_blocked_triangular_solves_match_numpy(dt, monkeypatch) -> None:
+    # the blocked solves (diagonal blocks inverted by a kernel, GEMMs) run in captured
+    # steps; here eagerly, with the switch that picks them
+    monkeypatch.setattr(_lu, "CAPTURING", [True])
+    n = 2 * _lu.BLOCK + 7 + 4 * _lu.BLOCK  # (a last block of 7 rows)
+    a = well((2,), n, dt)
+    ag = to_dev(a)
+    for left, lower, t, unit in itertools.product((True, False), repeat=4):
+        b = rand((2,) + ((n, 5) if left else (5, n)), dt)
+        x = D.triangular_solve(ag, to_dev(b), left_side=left, lower=lower, transpose_a=t,
+                               conjugate_a=False, unit_diagonal=unit)
+        err = rel(host(x), _tri_reference(a, b, left, lower, t, False, unit))
+        assert err < tol(dt) * 10, (left, lower, t, unit, err)
+    lu, _, perm = D.lu(ag)
+    for trans in (0, 1):
+        inv = host(D.lu_inverse(lu, perm, trans=trans))
+        op = a if trans == 0 else np.swapaxes(a, -1, -2)
+        assert rel(inv, np.linalg.inv(op)) < tol(dt) * 10, trans
+
+
+@pytest.mark.parametrize("dt", (np.float32, np.float64), ids=names)
 @pytest.mark.parametrize("n", (6, 100))  # shared and global memory (float64)
 def test_lu_of_singular_and_non_finite_matrices_as_lapack(n, dt) -> None:
     a = well((5,), n, dt)
@@ -210,14 +231,15 @@ def compiler_on():
 
 
 @pytest.mark.usefixtures("compiler_on")
-@pytest.mark.parametrize("case", ["stack", "one matrix", "gp"])
+@pytest.mark.parametrize("case", ["stack", "one matrix", "big matrix", "gp"])
 def test_jit_grad_of_linear_algebra_is_captured_whole_and_matches_the_cpu(case,
                                                                           monkeypatch) -> None:
     if case == "gp":
         x, y = RNG.standard_normal((200, 2)), RNG.standard_normal(200)
         args, f, argnums = (np.float64(0.3), x, y), _gp_nll, 0
     else:
-        batch, n = ((64,), 16) if case == "stack" else ((), 150)
+        batch, n = {"stack": ((64,), 16), "one matrix": ((), 150),
+                    "big matrix": ((), 4 * _lu.BLOCK + 40)}[case]  # (blocked solves)
         args, f, argnums = (well(batch, n, np.float64), rand(batch + (n, 3), np.float64)), \
             _slogdet_solve, (0, 1)
     want = fx.grad(f, argnums=argnums)(*args)
