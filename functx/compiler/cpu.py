@@ -53,7 +53,7 @@ from functx.primitives._numba import import_numba, serialised
 from functx.registry.scalar import Expr, var
 
 __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTOR_MIN",
-           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir", "FLOAT32_MATH",
+           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir", "FLOAT32_MATH", "BLOCK",
            "float32_math"]
 
 # Clusters with at least this many elements in their iteration space run on all cores
@@ -129,6 +129,10 @@ def numpy_faster(dtype: np.dtype) -> frozenset:
 
 # A reduction over every axis is split into this many partial results (parallel).
 CHUNKS = 64
+
+# A parallel flat kernel calling float32 sin or cos computes its slices in blocks of this
+# many elements per stream, each first with their moderate versions (see _outline).
+BLOCK = 1024
 
 _FUNCS = {
     "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "asin": "np.arcsin",
@@ -433,14 +437,20 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
         strides.setdefault(oname, set()).add(plan.operands[op][0] if L == 1 else None)
     outlined = em.helpers and parallel and L == 1 and not red_out and all(
         st <= {0} or st == {1} for st in strides.values())
+    # sin/cos in blocks, each tried with the moderate reduction first (see _outline)
+    moderate = {em.math.FUNCTIONS[f]: g for f, g in getattr(em.math, "MODERATE", {}).items()
+                if em.math.FUNCTIONS[f] in em.helpers} if outlined else {}
     if outlined:
         src = _outline(src, name, in_names + out_names, len(em.const_lines), plan.sizes[0],
-                       [a for a, st in strides.items() if st == {1}])
+                       [a for a, st in strides.items() if st == {1}], moderate,
+                       getattr(em.math, "MODERATE_MAX", None))
+        em.helpers.update(moderate.values())
     else:
         src.insert(0, _decorator("prange(" in "".join(src), bool(em.helpers)))
     text = "\n".join(src) + "\n"
     inplace: set = set()
-    if not red_out and not (outlined and plan.sizes[0] % 2):
+    # (a block computed again reads its inputs after writing its outputs: never in place)
+    if not red_out and not (outlined and plan.sizes[0] % 2) and not moderate:
         for j, (kind, v, oname, op) in enumerate(stores):
             for i, u in enumerate(c.inputs):
                 ops = [o for (lv, _ax), (_l, o, _a) in loads.items() if lv is u]
@@ -454,7 +464,7 @@ _LOCAL = re.compile(r"\b([atv]\d+)\b")  # the loop body's per-element names
 
 
 def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
-             sliced: list) -> list:
+             sliced: list, moderate: dict | None = None, bound: Any = None) -> list:
     """The parallel kernel ``src`` (its definition, ``n_consts`` constant lines, then one
     flat loop ``for i0 in prange(n0)`` reading the arrays ``sliced`` at ``i0`` and the others
     at 0) as a serial function ``{name}_body(args..., lo, hi)`` for the elements
@@ -470,8 +480,19 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
     functions is bound by latency (each iteration is too long for the CPU to overlap the
     next), and two independent chains in one iteration took ew24's gradient from 44 to 26
     ns per element (twice the compile time). With an odd count the halves share their
-    middle element, computed twice (so such a kernel must not run in place)."""
-    streams = []
+    middle element, computed twice (so such a kernel must not run in place).
+
+    ``moderate`` (helper name -> its cheaper version for ``|x| <= bound``, and NaN:
+    ``_vecmath32.MODERATE``): the body runs in blocks of :data:`BLOCK` elements per stream,
+    each with the cheaper functions while OR-ing a flag ``|x| > bound`` over their arguments
+    (a vectorised reduction), then once more with the exact ones if the flag is set (a
+    vectorised loop computes both sides of a select: a choice per element would cost as
+    much as the exact functions). The second pass reads the block's inputs after the first
+    wrote its outputs: such a kernel must not run in place."""
+    moderate = moderate or {}
+    names = "|".join(map(re.escape, moderate)) or "(?!)"
+    call, arg = re.compile(rf"\b({names})\("), re.compile(rf"\b(?:{names})\((\w+)\)")
+    streams, fast, flags = [], [], []
     for k in (0, 1):
         def rename(line: str, k: int = k) -> str:
             line = _LOCAL.sub(lambda m: f"{m.group(1)}_{k}", line)
@@ -479,10 +500,26 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
                 line = re.sub(rf"\b{a}\[", f"{a}_{k}[", line)
             return line
         streams.append([rename(ln) for ln in src[2 + n_consts:]])
-    body = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2",
-            *[f"    {a}_0 = {a}[lo:lo + h]" for a in sliced],
-            *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *src[1:1 + n_consts],
-            "    for i0 in range(h):", *[ln for pair in zip(*streams) for ln in pair]]
+        fast.append([call.sub(lambda m: moderate[m.group(1)] + "(", ln) for ln in streams[k]])
+        flags += arg.findall("\n".join(streams[k]))
+    head = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2"]
+    interleave = [ln for pair in zip(*streams) for ln in pair]
+    if not moderate:
+        body = [*head, *[f"    {a}_0 = {a}[lo:lo + h]" for a in sliced],
+                *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *src[1:1 + n_consts],
+                "    for i0 in range(h):", *interleave]
+    else:
+        fast_loop = [ln for pair in zip(*fast) for ln in pair]
+        flag = " | ".join(f"(abs({v}) > bound)" for v in dict.fromkeys(flags))
+        body = [*head, *src[1:1 + n_consts], f"    bound = {_literal_text(bound, np.float32)}",
+                f"    for s in range(0, h, {BLOCK}):", f"        n = min({BLOCK}, h - s)",
+                *[f"        {a}_0 = {a}[lo + s:lo + s + n]" for a in sliced],
+                *[f"        {a}_1 = {a}[hi - h + s:hi - h + s + n]" for a in sliced],
+                "        big = False",
+                "        for i0 in range(n):", *["    " + ln for ln in fast_loop],
+                f"            big = big | {flag}",
+                "        if big:  # an argument beyond bound: the block again, exactly",
+                "            for i0 in range(n):", *["        " + ln for ln in interleave]]
     P, H = min(CHUNKS, n0 // 2), n0 // 2
     return [_decorator(False, True), *body, "", "", _decorator(True), src[0],
             f"    for c in prange({P}):",
