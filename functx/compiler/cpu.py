@@ -485,10 +485,11 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
     ``moderate`` (helper name -> its cheaper version for ``|x| <= bound``, and NaN:
     ``_vecmath32.MODERATE``): the body runs in blocks of :data:`BLOCK` elements per stream,
     each with the cheaper functions while OR-ing a flag ``|x| > bound`` over their arguments
-    (a vectorised reduction), then once more with the exact ones if the flag is set (a
-    vectorised loop computes both sides of a select: a choice per element would cost as
-    much as the exact functions). The second pass reads the block's inputs after the first
-    wrote its outputs: such a kernel must not run in place."""
+    (a vectorised reduction, one flag per stream), then once more with the exact ones,
+    ``{name}_exact``, where the flag is set (a vectorised loop computes both sides of a
+    select: a choice per element would cost as much as the exact functions). The second
+    pass reads the block's inputs after the first wrote its outputs: such a kernel must
+    not run in place."""
     moderate = moderate or {}
     names = "|".join(map(re.escape, moderate)) or "(?!)"
     call, arg = re.compile(rf"\b({names})\("), re.compile(rf"\b(?:{names})\((\w+)\)")
@@ -501,25 +502,29 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
             return line
         streams.append([rename(ln) for ln in src[2 + n_consts:]])
         fast.append([call.sub(lambda m: moderate[m.group(1)] + "(", ln) for ln in streams[k]])
-        flags += arg.findall("\n".join(streams[k]))
+        flags.append(" | ".join(f"(abs({v}) > bound)"
+                                for v in dict.fromkeys(arg.findall("\n".join(streams[k])))))
     head = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2"]
-    interleave = [ln for pair in zip(*streams) for ln in pair]
+    consts = src[1:1 + n_consts]
     if not moderate:
         body = [*head, *[f"    {a}_0 = {a}[lo:lo + h]" for a in sliced],
-                *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *src[1:1 + n_consts],
-                "    for i0 in range(h):", *interleave]
-    else:
-        fast_loop = [ln for pair in zip(*fast) for ln in pair]
-        flag = " | ".join(f"(abs({v}) > bound)" for v in dict.fromkeys(flags))
-        body = [*head, *src[1:1 + n_consts], f"    bound = {_literal_text(bound, np.float32)}",
+                *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *consts,
+                "    for i0 in range(h):", *[ln for pair in zip(*streams) for ln in pair]]
+    else:  # (the exact pass, rarely run, in one stream: less code to compile)
+        exact = [f"def {name}_exact({', '.join(args)}, lo, hi):",
+                 *[f"    {a}_0 = {a}[lo:hi]" for a in sliced], *consts,
+                 "    for i0 in range(hi - lo):", *streams[0], "", "", _decorator(False, True)]
+        call_exact = f"{name}_exact({', '.join(args)}, "
+        body = [*exact, *head, *consts, f"    bound = {_literal_text(bound, np.float32)}",
                 f"    for s in range(0, h, {BLOCK}):", f"        n = min({BLOCK}, h - s)",
                 *[f"        {a}_0 = {a}[lo + s:lo + s + n]" for a in sliced],
                 *[f"        {a}_1 = {a}[hi - h + s:hi - h + s + n]" for a in sliced],
-                "        big = False",
-                "        for i0 in range(n):", *["    " + ln for ln in fast_loop],
-                f"            big = big | {flag}",
-                "        if big:  # an argument beyond bound: the block again, exactly",
-                "            for i0 in range(n):", *["        " + ln for ln in interleave]]
+                "        big_0 = big_1 = False",
+                "        for i0 in range(n):", *["    " + ln for pair in zip(*fast) for ln in pair],
+                f"            big_0 = big_0 | {flags[0]}", f"            big_1 = big_1 | {flags[1]}",
+                "        if big_0:  # an argument beyond bound: the block again, exactly",
+                f"            {call_exact}lo + s, lo + s + n)",
+                "        if big_1:", f"            {call_exact}hi - h + s, hi - h + s + n)"]
     P, H = min(CHUNKS, n0 // 2), n0 // 2
     return [_decorator(False, True), *body, "", "", _decorator(True), src[0],
             f"    for c in prange({P}):",
