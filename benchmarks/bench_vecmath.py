@@ -4,9 +4,10 @@ For each function: NumPy's own (SIMD) loop on the array, a Numba loop calling Nu
 function of a scalar (libm: what ``jit``'s CPU kernels called before session 8), and for
 float32 Numba loops calling :mod:`functx.compiler._vecmath` (float64 arithmetic rounded
 once: "vecmath64", session 8) and :mod:`functx.compiler._vecmath32` (float32 arithmetic:
-"vecmath32", session 9), with fused multiply-adds allowed as in the kernels. The
-ratios are what :data:`functx.compiler.cpu.NUMPY_SPEEDUP` records: how many threads a fused
-loop needs to beat NumPy's one-threaded loop.
+"vecmath32", session 9; rows "sin moderate", "cos moderate": its versions for ``|x| <=
+2**20`` that parallel kernels try first, session 10), with fused multiply-adds allowed as
+in the kernels. The ratios are what :data:`functx.compiler.cpu.NUMPY_SPEEDUP` records: how
+many threads a fused loop needs to beat NumPy's one-threaded loop.
 
 The "chain" columns time a loop applying ``v = f(v) * a + b`` 8 times to each element (ns
 per call): a dependent chain, as in a fused kernel, whose cost is latency more than

@@ -25,9 +25,25 @@ instruction instead of 8) rather than in float64 rounded once.
   + q + f``, ``|f| <= 1/2`` with an absolute error below ``2**-58``); ``r = f pi/2`` is then
   rounded to float32 as ``r + r_lo`` and ``sin r``, ``cos r`` are odd/even polynomials of
   degree 7/8 in float32 (Cephes ``sinf``/``cosf`` on ``[-pi/4, pi/4]``) with ``r_lo`` as a
-  first-order correction. A float32 Cody-Waite reduction is exact only up to ``|x|`` of a few
-  thousand, and a vectorised loop evaluates both sides of a select, so a fallback for huge
-  arguments would cost as much as this reduction: the float64 one is kept for every element.
+  first-order correction.
+* ``sin32_moderate``/``cos32_moderate`` (:data:`MODERATE`): the same polynomials after a
+  cheaper reduction, right for ``|x| <= MODERATE_MAX = 2**20`` (and NaN) only: ``|x| = k
+  pi/2 + r`` by two-part Cody-Waite in float64, ``pi/2 = _PIO2_HI + _PIO2_LO`` with
+  ``_PIO2_HI`` of 33 bits. Why it is exact enough: ``k <= 667544 < 2**20``, so ``k
+  _PIO2_HI`` is exact; ``|x| - k _PIO2_HI`` is exact (both are multiples of ``2**-32``, the
+  difference is below ``2**20``); ``k _PIO2_LO`` rounds by at most ``2**-67.6`` and the
+  split of ``pi/2`` misses by ``3.5e-27``, ``k`` times that at most ``2**-68.5``; so ``r``
+  is within ``2**-66.9`` plus a rounding of ``2**-53 |r|``. The float32 closest to a
+  multiple of ``pi/2`` up to ``2**20`` is 252.89821 (``k = 161``, ``|r| = 4.2e-9 =
+  2**-27.8``; found over the three float32 nearest each ``k pi/2``): ``r`` is right to
+  ``2**-39`` relative everywhere, against float32's ``2**-24``. Checked exhaustively once,
+  every float32 in ``[0, 2**20]`` with and without FMA (odd/even: the sign is exact): at
+  most 1 ulp, 0.94% of them off by 1 ulp (``sin32``: 6% on random bit patterns). Half the
+  cost of ``sin32`` in ew24's fused gradient (benchmarks/README.md, session 10). A
+  vectorised loop computes both sides of a select, so the choice between the two is made
+  per block of a kernel, not per element: :mod:`functx.compiler.cpu` computes a block with
+  these, OR-ing ``|x| > MODERATE_MAX`` over their arguments, and computes it again with
+  ``sin32``/``cos32`` when that is set.
 
 Accuracy (tests/test_vecmath32.py, against the float64 NumPy function rounded to float32,
 on 2M random bit patterns over the whole float32 range, every third float32 of some binades,
@@ -46,8 +62,12 @@ sin       1        6%                       0
 cos       1        6%                       0
 ========  =======  =======================  =========================
 
+(``sin32_moderate``, ``cos32_moderate``: every float32 up to ``2**20``: at most 1 ulp,
+0.94% off by 1 ulp; the tests assert :data:`MAX_ULP` on ~6M of them.)
+
 (:mod:`functx.compiler._vecmath`: at most 1 ulp, correctly rounded but on a few dozen
-points.) sin/cos still compute in float64 for their reduction (about 80% of their cost).
+points.) sin/cos still compute their reduction in float64 (about 80% of ``sin32``'s cost;
+the moderate versions' is a few float64 operations).
 Specials as :mod:`functx.compiler._vecmath` (and NumPy): NaN in, NaN out;
 ``sin``/``cos`` of +-inf are NaN; ``sin(-0) = -0``; ``tanh(+-inf) = +-1``; ``exp``
 overflows to inf and underflows to 0 (through the subnormals) where float32's correctly
@@ -284,7 +304,7 @@ def _sin_turns32(x: Any, shift: float) -> Any:
 def _sin_moderate32(x: Any, shift: float) -> Any:
     """``_sin_turns32`` for ``|x| <= MODERATE_MAX`` (and NaN): ``|x| = k pi/2 + r`` by a
     two-part Cody-Waite reduction in float64 (``|x| - k _PIO2_HI`` exact, ``r`` within
-    ``2**-64`` absolute), then the same float32 polynomials."""
+    ``2**-66.9 + 2**-53 |r|``: see the module docstring), then the same polynomials."""
     a = np.float64(abs(x))
     t = a * _TWO_OVER_PI + _SHIFT64
     k = t - _SHIFT64

@@ -29,7 +29,11 @@ A kernel calling _vecmath allows fused multiply-adds (``fastmath={'contract'}``:
 polynomials run 18% faster; other kernels keep ``fastmath=False``), and a parallel flat
 one is written as a serial body function over a slice, two interleaved streams per
 iteration, and a ``prange`` over 64 slices calling it (:func:`_outline`: compile time and
-latency).
+latency). When that kernel calls float32 ``sin`` or ``cos``, the body runs in blocks of
+:data:`BLOCK` elements, each first with ``_vecmath32``'s moderate versions (``|x| <=
+2**20``; half of ew24's gradient time) while a flag records an argument beyond that bound,
+then again with the exact ones in a one-stream function where it is set; such a kernel
+never runs in place (``Kernel.inplace`` empty: the second pass reads the inputs again).
 """
 from __future__ import annotations
 
@@ -440,6 +444,10 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
     # sin/cos in blocks, each tried with the moderate reduction first (see _outline)
     moderate = {em.math.FUNCTIONS[f]: g for f, g in getattr(em.math, "MODERATE", {}).items()
                 if em.math.FUNCTIONS[f] in em.helpers} if outlined else {}
+    loop_text = "\n".join(src)
+    if sum(len(re.findall(rf"\b{h}\(", loop_text)) for h in moderate) != sum(
+            len(re.findall(rf"\b{h}\(\w+\)", loop_text)) for h in moderate):
+        moderate = {}  # (each argument must be a name: the flag reads them; always so now)
     if outlined:
         src = _outline(src, name, in_names + out_names, len(em.const_lines), plan.sizes[0],
                        [a for a, st in strides.items() if st == {1}], moderate,
