@@ -82,7 +82,9 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # 24.5 ms (_vecmath: 33 ms; libm: 128 ms; JAX jit: 55 ms); on 2 cores NumPy's loops win, on
 # 16 cores all fuse. (With FLOAT32_MATH = "float64" session 8's ratios fit better: sin 6,
 # cos 5.5, tanh 4, log 4.5, log1p 4.5.) (On a 16-core host before _vecmath: left to NumPy
-# 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.)
+# 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.) Session 10: parallel
+# flat kernels call sin/cos's moderate versions first (chain ratio 2, ew24 all fused 12 ms
+# on one thread); sin/cos stay at 4 here, for the kernels that call the exact ones.
 NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 4, "cos": 4, "tanh": 2.5, "exp": 2.5,
                                         "expm1": 2.5, "log": 3, "log1p": 3},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
