@@ -299,9 +299,15 @@ def _inputs(kind: str, n: int) -> np.ndarray:
         return small
     if kind == "huge":
         return huge
+    lo = 2 * (63 * (n // 2) // 64)  # the last slice of a parallel kernel: [lo, n)
+    middle = lo + (n - lo + 1) // 2 - 1  # its streams' shared element when n is odd
+    if kind == "middle":
+        x = small.copy()
+        x[middle] = huge[middle]
+        return x
     x = small.copy()
     h = n // 2  # the streams: [0, h) and [n - h, n) of each slice, blocks of 64 in each
-    for i in (0, 63, 64, 200, h - 1, n - h, n - 1, 3000, 3001):  # block edges, the middle
+    for i in (0, 63, 64, 200, h - 1, n - h, n - 1, 3000, 3001, middle):  # block edges
         x[i] = huge[i]
     x[[500, 1700]] = np.nan
     x[[900, 2500]] = [np.inf, -np.inf]
@@ -312,7 +318,7 @@ def _inputs(kind: str, n: int) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("kind", ["small", "huge", "mixed"])
+@pytest.mark.parametrize("kind", ["small", "huge", "mixed", "middle"])
 def test_blocks_with_moderate_sin_cos_agree_with_numpy(small_blocks, kind: str) -> None:
     n = 5001  # odd: the two streams of the last slice share their middle element
     x = _inputs(kind, n)
