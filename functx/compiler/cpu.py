@@ -512,8 +512,10 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
             return line
         streams.append([rename(ln) for ln in src[2 + n_consts:]])
         fast.append([call.sub(lambda m: moderate[m.group(1)] + "(", ln) for ln in streams[k]])
-        flags.append(" | ".join(f"(abs({v}) > bound)"
-                                for v in dict.fromkeys(arg.findall("\n".join(streams[k])))))
+        used = dict.fromkeys(arg.findall("\n".join(streams[k])))  # (in order, once each)
+        tests = [f"(abs({v}) > bound)" for v in used]
+        flags += [f"            big_{k} = big_{k} | " + " | ".join(tests[j:j + 4])
+                  for j in range(0, len(tests), 4)]  # (four to a line)
     head = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2"]
     consts = src[1:1 + n_consts]
     if not moderate:
@@ -530,8 +532,9 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
                 *[f"        {a}_0 = {a}[lo + s:lo + s + n]" for a in sliced],
                 *[f"        {a}_1 = {a}[hi - h + s:hi - h + s + n]" for a in sliced],
                 "        big_0 = big_1 = False",
-                "        for i0 in range(n):", *["    " + ln for pair in zip(*fast) for ln in pair],
-                f"            big_0 = big_0 | {flags[0]}", f"            big_1 = big_1 | {flags[1]}",
+                "        for i0 in range(n):",
+                *["    " + ln for pair in zip(*fast) for ln in pair],
+                *flags,
                 "        if big_0:  # an argument beyond bound: the block again, exactly",
                 f"            {call_exact}lo + s, lo + s + n)",
                 "        if big_1:", f"            {call_exact}hi - h + s, hi - h + s + n)"]
