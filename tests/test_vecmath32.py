@@ -370,3 +370,43 @@ def test_blocks_computed_again_never_run_in_place(small_blocks, monkeypatch) -> 
     assert not np.shares_memory(out, a)
     np.testing.assert_array_equal(a, x)
     assert any("donated buffers were not usable" in str(w.message) for w in caught)
+
+
+def loss(x):
+    return fnp.sum(fnp.sin(x) * fnp.cos(x + 1.0))
+
+
+@pytest.mark.parametrize("kind", ["small", "mixed"])
+def test_reductions_in_blocks_with_moderate_sin_cos(small_blocks, kind: str) -> None:
+    # value_and_grad: one kernel with a reduction; each block's elements to sum are stored,
+    # then added in order (the loop vectorises), the block computed again if flagged
+    x = _inputs(kind, 5001)
+    x = np.where(np.isfinite(x), x, np.float32(1))  # (a NaN would make the value NaN)
+    vg = fx.jit(fx.value_and_grad(loss))
+    (k,) = vg.lower(x).kernels
+    assert "sin32_moderate(" in k.source and "def kernel_exact(" in k.source
+    assert "bacc0[i0] = " in k.source and k.inplace == frozenset()
+    value, grad = vg(x)
+    assert np.isfinite(value)
+    s, c = reference("sin", x).astype(np.float64), reference("cos", x + np.float32(1))
+    want = np.sum(s * c.astype(np.float64))
+    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(grad, fx.grad(loss)(x), rtol=1e-5, atol=1e-6)
+    big = np.abs(x) > B
+    if big.any():  # the exact functions where it matters: NumPy agrees there
+        want_g = (reference("cos", x) * c - s.astype(np.float32)
+                  * reference("sin", x + np.float32(1)))
+        np.testing.assert_allclose(grad[big], want_g[big], rtol=1e-5, atol=1e-5)
+
+
+def test_reductions_in_blocks_with_the_float64_functions(small_blocks, monkeypatch) -> None:
+    monkeypatch.setattr(cpu, "FLOAT32_MATH", "float64")
+    x = _inputs("mixed", 5001)
+    x = np.where(np.isfinite(x), x, np.float32(1))
+    vg = fx.jit(fx.value_and_grad(loss))
+    (k,) = vg.lower(x).kernels
+    assert "moderate" not in k.source and "bacc0[i0] = " in k.source
+    value, grad = vg(x)
+    v2, g2 = fx.value_and_grad(loss)(x)
+    np.testing.assert_allclose(value, v2, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(grad, g2, rtol=1e-5, atol=1e-6)
