@@ -41,9 +41,9 @@ instruction instead of 8) rather than in float64 rounded once.
   most 1 ulp, 0.94% of them off by 1 ulp (``sin32``: 6% on random bit patterns). Half the
   cost of ``sin32`` in ew24's fused gradient (benchmarks/README.md, session 10). A
   vectorised loop computes both sides of a select, so the choice between the two is made
-  per block of a kernel, not per element: :mod:`functx.compiler.cpu` computes a block with
-  these, OR-ing ``|x| > MODERATE_MAX`` over their arguments, and computes it again with
-  ``sin32``/``cos32`` when that is set.
+  per block of a kernel, not per element: :mod:`functx.compiler.cpu` computes a block of a
+  parallel flat kernel or full reduction with these, OR-ing ``|x| > MODERATE_MAX`` over
+  their arguments, and computes it again with ``sin32``/``cos32`` when that is set.
 
 Accuracy (tests/test_vecmath32.py, against the float64 NumPy function rounded to float32,
 on 2M random bit patterns over the whole float32 range, every third float32 of some binades,

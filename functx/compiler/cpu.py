@@ -34,6 +34,10 @@ latency). When that kernel calls float32 ``sin`` or ``cos``, the body runs in bl
 2**20``; half of ew24's gradient time) while a flag records an argument beyond that bound,
 then again with the exact ones in a one-stream function where it is set; such a kernel
 never runs in place (``Kernel.inplace`` empty: the second pass reads the inputs again).
+A parallel reduction over every element calling _vecmath is outlined too, one chunk per
+body call, in blocks whose elements to reduce are stored in a buffer and added in order
+after the block (:func:`_reduce_in_blocks`: the same sums, but the block's loop
+vectorises), with the moderate sin/cos as above.
 """
 from __future__ import annotations
 
@@ -84,7 +88,8 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # cos 5.5, tanh 4, log 4.5, log1p 4.5.) (On a 16-core host before _vecmath: left to NumPy
 # 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.) Session 10: parallel
 # flat kernels call sin/cos's moderate versions first (chain ratio 2, ew24 all fused 12 ms
-# on one thread); sin/cos stay at 4 here, for the kernels that call the exact ones.
+# on one thread; full reductions too); sin/cos stay at 4 here, for the kernels that call the
+# exact ones (serial, strided, reductions over some axes).
 NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 4, "cos": 4, "tanh": 2.5, "exp": 2.5,
                                         "expm1": 2.5, "log": 3, "log1p": 3},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
