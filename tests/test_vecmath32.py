@@ -410,3 +410,25 @@ def test_reductions_in_blocks_with_the_float64_functions(small_blocks, monkeypat
     v2, g2 = fx.value_and_grad(loss)(x)
     np.testing.assert_allclose(value, v2, rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(grad, g2, rtol=1e-5, atol=1e-6)
+
+
+def test_several_reductions_in_blocks(small_blocks) -> None:
+    def f(x):
+        return (fnp.sum(fnp.sin(x)), fnp.max(fnp.cos(x)), fnp.min(fnp.tanh(x)),
+                fnp.mean(fnp.sin(x) * fnp.cos(x)))
+    x = _inputs("mixed", 5001)
+    x = np.where(np.isfinite(x), x, np.float32(1))
+    low = fx.jit(f).lower(x)
+    assert any("def kernel_exact(" in k.source for k in low.kernels)
+    got = fx.jit(f)(x)
+    s, c = reference("sin", x), reference("cos", x)
+    want = (np.sum(s.astype(np.float64)), c.max(), np.tanh(x).min(),
+            np.mean((s * c).astype(np.float64)))
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    # tanh alone (no sin/cos): in blocks, without the moderate versions
+    (k,) = fx.jit(lambda x: fnp.sum(fnp.tanh(x))).lower(x).kernels
+    assert "def kernel_body(" in k.source and "moderate" not in k.source
+    np.testing.assert_allclose(fx.jit(lambda x: fnp.sum(fnp.tanh(x)))(x),
+                               np.sum(np.tanh(x.astype(np.float64))), rtol=1e-5)
