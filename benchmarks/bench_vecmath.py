@@ -4,9 +4,10 @@ For each function: NumPy's own (SIMD) loop on the array, a Numba loop calling Nu
 function of a scalar (libm: what ``jit``'s CPU kernels called before session 8), and for
 float32 Numba loops calling :mod:`functx.compiler._vecmath` (float64 arithmetic rounded
 once: "vecmath64", session 8) and :mod:`functx.compiler._vecmath32` (float32 arithmetic:
-"vecmath32", session 9), with fused multiply-adds allowed as in the kernels. The
-ratios are what :data:`functx.compiler.cpu.NUMPY_SPEEDUP` records: how many threads a fused
-loop needs to beat NumPy's one-threaded loop.
+"vecmath32", session 9; rows "sin moderate", "cos moderate": its versions for ``|x| <=
+2**20`` that parallel kernels try first, session 10), with fused multiply-adds allowed as
+in the kernels. The ratios are what :data:`functx.compiler.cpu.NUMPY_SPEEDUP` records: how
+many threads a fused loop needs to beat NumPy's one-threaded loop.
 
 The "chain" columns time a loop applying ``v = f(v) * a + b`` 8 times to each element (ns
 per call): a dependent chain, as in a fused kernel, whose cost is latency more than
@@ -56,9 +57,11 @@ from functx.primitives._numba import import_numba
 
 from _harness import environment_report, log
 
-NAMES = ("sin", "cos", "tanh", "exp", "expm1", "log", "log1p")
+# "sin moderate", "cos moderate": _vecmath32's versions for |x| <= MODERATE_MAX (session 10)
+NAMES = ("sin", "sin moderate", "cos", "cos moderate", "tanh", "exp", "expm1", "log", "log1p")
 _NUMPY = {"sin": np.sin, "cos": np.cos, "tanh": np.tanh, "exp": np.exp, "expm1": np.expm1,
           "log": np.log, "log1p": np.log1p}
+_NUMPY.update({"sin moderate": np.sin, "cos moderate": np.cos})
 
 
 def _loop(fn: Any, contract: bool = False) -> Callable:
@@ -207,7 +210,11 @@ def main() -> None:
             fns["libm chain"] = _chain_loop(libm, x.dtype, name)
             if dt == "float32":
                 for key, mod in (("vecmath64", _vecmath), ("vecmath32", _vecmath32)):
-                    helper = mod.numba_helpers(mod.FUNCTIONS[name])[0]
+                    fname, _, moderate = name.partition(" ")
+                    table = getattr(mod, "MODERATE", {}) if moderate else mod.FUNCTIONS
+                    if fname not in table:
+                        continue
+                    helper = mod.numba_helpers(table[fname])[0]
                     fns[key] = _loop(helper, contract=True)
                     fns[key + " chain"] = _chain_loop(helper, x.dtype, name, contract=True)
             ns = _median_ns(fns, x, out, args.repeats)

@@ -10,6 +10,7 @@ kernels call _vecmath32 or _vecmath as FLOAT32_MATH says, and jit agrees with ea
 from __future__ import annotations
 
 import re
+import types
 import warnings
 from typing import Any
 
@@ -140,7 +141,72 @@ def test_constants_are_float32() -> None:
     # a Python float constant would make Numba compute in float64
     for key, value in vars(_vecmath32).items():
         if re.fullmatch(r"_[A-Z][A-Z0-9_]*", key) and isinstance(value, (float, np.floating)):
-            assert isinstance(value, np.float32) or key in ("_PI_2",) or key.startswith("_D"), key
+            assert isinstance(value, np.float32) or key in (
+                "_PI_2", "_TWO_OVER_PI", "_PIO2_HI", "_PIO2_LO", "_SHIFT64") or \
+                key.startswith("_D"), key
+
+
+# -- the moderate sin and cos ----------------------------------------------------------------
+
+MODERATE = types.SimpleNamespace(__name__="moderate", FUNCTIONS=_vecmath32.MODERATE,
+                                 numba_helpers=_vecmath32.numba_helpers)  # (for apply)
+B = float(_vecmath32.MODERATE_MAX)
+
+
+def near_multiples_of_pi_2(bound: float) -> np.ndarray:
+    """For every multiple ``k pi/2`` up to ``bound``, the three float32 nearest to it (the
+    worst cancellations of the argument reduction), both signs."""
+    k = np.arange(1, int(bound / (np.pi / 2)) + 1, dtype=np.float64)
+    # k pi/2 to ~2**-70 relative: pi/2 as 1.5707963267341256 (33 bits) + 6.077100506506192e-11
+    hi, lo = k * 1.5707963267341256, k * 6.077100506506192e-11
+    f = (hi + lo).astype(np.float32)
+    x = np.concatenate([np.nextafter(f, np.float32(0)), f, np.nextafter(f, np.float32(np.inf))])
+    x = x[x <= np.float32(bound)]
+    return np.concatenate([x, -x])
+
+
+def test_near_multiples_include_the_worst_case() -> None:
+    # the float32 closest to a multiple of pi/2 below 2**20: 252.89821 (k = 161, 4.2e-9 away)
+    x = near_multiples_of_pi_2(B)
+    assert np.float32(252.89821) in x and np.max(x) <= B
+    assert x.size > 3_000_000
+
+
+@pytest.mark.parametrize("contract", [False, True], ids=["mul-add", "fma"])
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_moderate_versions_within_the_documented_ulps_up_to_their_bound(
+        name: str, contract: bool, points: np.ndarray) -> None:
+    # (every float32 up to 2**20 was checked once: at most 1 ulp; see the module docstring)
+    rng = np.random.default_rng(3)
+    top = (np.arange(1 << 23, dtype=np.uint32)[::5] + np.uint32(146 << 23)).view(np.float32)
+    x = np.concatenate([points[~(np.abs(points) > B)], near_multiples_of_pi_2(B), top,
+                        rng.uniform(-B, B, 1 << 20).astype(np.float32),
+                        np.array([B, -B, np.nextafter(np.float32(B), np.float32(0))],
+                                 np.float32)])
+    got, want = _apply(name, x, contract, module=MODERATE), reference(name, x)
+    assert got.dtype == np.float32
+    d = ulp_distance(got, want)
+    worst = int(np.argmax(d))
+    assert d[worst] <= _vecmath32.MAX_ULP[name], (name, x[worst], got[worst], want[worst])
+    assert np.array_equal(np.isnan(got), np.isnan(want))  # NaN in, NaN out
+    z = want == 0
+    assert np.array_equal(np.signbit(got[z]), np.signbit(want[z]))  # sin(-0) = -0
+
+
+def test_the_exact_versions_near_multiples_of_pi_2() -> None:
+    x = near_multiples_of_pi_2(B)[::7]
+    for name in ("sin", "cos"):
+        assert ulp_distance(apply(name, x), reference(name, x)).max() <= \
+            _vecmath32.MAX_ULP[name], name
+
+
+def test_plain_python_moderate_versions_agree_with_the_compiled_ones() -> None:
+    x = np.concatenate([np.linspace(-3e5, 3e5, 101, dtype=np.float32), SPECIALS[:2],
+                        SPECIALS[4:8], np.float32([252.89821, B, -B])])
+    for name, helper in _vecmath32.MODERATE.items():
+        fn = getattr(_vecmath32, helper)
+        plain = np.array([fn(np.float32(v)) for v in x], np.float32)
+        assert np.array_equal(plain, _apply(name, x, module=MODERATE), equal_nan=True), name
 
 
 # -- the kernels ----------------------------------------------------------------------------
@@ -208,3 +274,161 @@ def test_float32_in_float32_out_and_no_float64_arithmetic_but_sin_cos(name: str)
     ir = "\n".join(_loops[_vecmath32.__name__, name, False].inspect_llvm().values())
     double_ops = re.findall(r"\b(?:fadd|fmul|fsub|fdiv|fpext)\b[^\n]*double", ir)
     assert bool(double_ops) == (name in ("sin", "cos")), double_ops[:3]
+
+
+# -- blocks with the moderate sin and cos (functx.compiler.cpu: _outline) -------------------
+
+@pytest.fixture
+def small_blocks(fuse_everything, monkeypatch):
+    """Parallel (outlined) kernels from 1000 elements, in blocks of 64 per stream."""
+    monkeypatch.setattr(cpu, "PARALLEL_MIN", 1000)
+    monkeypatch.setattr(cpu, "BLOCK", 64)
+
+
+def sin_cos(x):
+    return fnp.sin(x), fnp.cos(x), fnp.sin(x + x) * 1.0
+
+
+def _inputs(kind: str, n: int) -> np.ndarray:
+    rng = np.random.default_rng(len(kind))
+    small = rng.uniform(-100, 100, n).astype(np.float32)
+    small[::11] = near_multiples_of_pi_2(B)[rng.integers(0, 1 << 20, small[::11].size)]
+    huge = (rng.uniform(1, 2, n) * 2.0 ** rng.integers(20, 127, n)
+            * rng.choice([-1, 1], n)).astype(np.float32)
+    if kind == "small":
+        return small
+    if kind == "huge":
+        return huge
+    lo = 2 * (63 * (n // 2) // 64)  # the last slice of a parallel kernel: [lo, n)
+    middle = lo + (n - lo + 1) // 2 - 1  # its streams' shared element when n is odd
+    if kind == "middle":
+        x = small.copy()
+        x[middle] = huge[middle]
+        return x
+    x = small.copy()
+    h = n // 2  # the streams: [0, h) and [n - h, n) of each slice, blocks of 64 in each
+    for i in (0, 63, 64, 200, h - 1, n - h, n - 1, 3000, 3001, middle):  # block edges
+        x[i] = huge[i]
+    x[[500, 1700]] = np.nan
+    x[[900, 2500]] = [np.inf, -np.inf]
+    x[4000:4100] = huge[4000:4100]  # a run across blocks
+    x[4200] = np.float32(B)  # the bound itself: moderate
+    x[4300] = np.nextafter(np.float32(B), np.float32(np.inf))  # the first float beyond
+    x[4400] = np.float32(B / 2) + np.float32(0.25)  # x + x just beyond the bound
+    return x
+
+
+@pytest.mark.parametrize("kind", ["small", "huge", "mixed", "middle"])
+def test_blocks_with_moderate_sin_cos_agree_with_numpy(small_blocks, kind: str) -> None:
+    n = 5001  # odd: the two streams of the last slice share their middle element
+    x = _inputs(kind, n)
+    low = fx.jit(sin_cos).lower(x)
+    (k,) = low.kernels
+    assert "sin32_moderate(" in k.source and "cos32_moderate(" in k.source
+    assert "if big_0:" in k.source and "for s in range(0, h, 64):" in k.source
+    assert "def kernel_exact(" in k.source
+    assert k.inplace == frozenset()  # a block computed again reads its inputs
+    got = fx.jit(sin_cos)(x)
+    x2 = x + x
+    for g, want, name in zip(got, (reference("sin", x), reference("cos", x),
+                                   reference("sin", x2)), ("sin", "cos", "sin")):
+        assert g.dtype == np.float32
+        d = ulp_distance(g, want)
+        assert d.max() <= _vecmath32.MAX_ULP[name], (name, x[np.argmax(d)])
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(np.sin(x)))
+
+
+def test_only_parallel_flat_kernels_of_float32_use_the_moderate_versions(small_blocks,
+                                                                         monkeypatch) -> None:
+    x = np.linspace(-3, 3, 999, dtype=np.float32)  # serial (999 < PARALLEL_MIN)
+    assert "moderate" not in fx.jit(sin_cos).lower(x).kernels[0].source
+    monkeypatch.setattr(cpu, "FLOAT32_MATH", "float64")  # _vecmath: unchanged
+    x = np.linspace(-3, 3, 5000, dtype=np.float32)
+    (k,) = fx.jit(sin_cos).lower(x).kernels
+    assert "moderate" not in k.source and "big" not in k.source and k.inplace
+    np.testing.assert_allclose(fx.jit(sin_cos)(x)[0], np.sin(x), rtol=1e-6, atol=1e-7)
+
+
+def test_blocks_computed_again_never_run_in_place(small_blocks, monkeypatch) -> None:
+    # a donated argument that dies at the kernel: in place with _vecmath (no second pass),
+    # not with the moderate versions, whose second pass of a block reads it again
+    def f(a):
+        return fnp.sin(a) * 2.0 + fnp.cos(a)
+    x = _inputs("mixed", 5000)
+    want = reference("sin", x) * np.float32(2) + reference("cos", x)
+    monkeypatch.setattr(cpu, "FLOAT32_MATH", "float64")
+    a = x.copy()
+    out = fx.jit(f, donate_argnums=0)(a)
+    assert np.shares_memory(out, a)
+    monkeypatch.setattr(cpu, "FLOAT32_MATH", "float32")
+    a = x.copy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fx.jit(f, donate_argnums=0)(a)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    assert not np.shares_memory(out, a)
+    np.testing.assert_array_equal(a, x)
+    assert any("donated buffers were not usable" in str(w.message) for w in caught)
+
+
+def loss(x):
+    return fnp.sum(fnp.sin(x) * fnp.cos(x + 1.0))
+
+
+@pytest.mark.parametrize("kind", ["small", "mixed"])
+def test_reductions_in_blocks_with_moderate_sin_cos(small_blocks, kind: str) -> None:
+    # value_and_grad: one kernel with a reduction; each block's elements to sum are stored,
+    # then added in order (the loop vectorises), the block computed again if flagged
+    x = _inputs(kind, 5001)
+    x = np.where(np.isfinite(x), x, np.float32(1))  # (a NaN would make the value NaN)
+    vg = fx.jit(fx.value_and_grad(loss))
+    (k,) = vg.lower(x).kernels
+    assert "sin32_moderate(" in k.source and "def kernel_exact(" in k.source
+    assert "bacc0[i0] = " in k.source and k.inplace == frozenset()
+    value, grad = vg(x)
+    assert np.isfinite(value)
+    s, c = reference("sin", x).astype(np.float64), reference("cos", x + np.float32(1))
+    want = np.sum(s * c.astype(np.float64))
+    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(grad, fx.grad(loss)(x), rtol=1e-5, atol=1e-6)
+    big = np.abs(x) > B
+    if big.any():  # the exact functions where it matters: NumPy agrees there
+        want_g = (reference("cos", x) * c - s.astype(np.float32)
+                  * reference("sin", x + np.float32(1)))
+        np.testing.assert_allclose(grad[big], want_g[big], rtol=1e-5, atol=1e-5)
+
+
+def test_reductions_in_blocks_with_the_float64_functions(small_blocks, monkeypatch) -> None:
+    monkeypatch.setattr(cpu, "FLOAT32_MATH", "float64")
+    x = _inputs("mixed", 5001)
+    x = np.where(np.isfinite(x), x, np.float32(1))
+    vg = fx.jit(fx.value_and_grad(loss))
+    (k,) = vg.lower(x).kernels
+    assert "moderate" not in k.source and "bacc0[i0] = " in k.source
+    value, grad = vg(x)
+    v2, g2 = fx.value_and_grad(loss)(x)
+    np.testing.assert_allclose(value, v2, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(grad, g2, rtol=1e-5, atol=1e-6)
+
+
+def test_several_reductions_in_blocks(small_blocks) -> None:
+    def f(x):
+        return (fnp.sum(fnp.sin(x)), fnp.max(fnp.cos(x)), fnp.min(fnp.tanh(x)),
+                fnp.mean(fnp.sin(x) * fnp.cos(x)))
+    x = _inputs("mixed", 5001)
+    x = np.where(np.isfinite(x), x, np.float32(1))
+    low = fx.jit(f).lower(x)
+    assert any("def kernel_exact(" in k.source for k in low.kernels)
+    got = fx.jit(f)(x)
+    s, c = reference("sin", x), reference("cos", x)
+    want = (np.sum(s.astype(np.float64)), c.max(), np.tanh(x).min(),
+            np.mean((s * c).astype(np.float64)))
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    # tanh alone (no sin/cos): in blocks, without the moderate versions
+    (k,) = fx.jit(lambda x: fnp.sum(fnp.tanh(x))).lower(x).kernels
+    assert "def kernel_body(" in k.source and "moderate" not in k.source
+    np.testing.assert_allclose(fx.jit(lambda x: fnp.sum(fnp.tanh(x)))(x),
+                               np.sum(np.tanh(x.astype(np.float64))), rtol=1e-5)

@@ -25,9 +25,25 @@ instruction instead of 8) rather than in float64 rounded once.
   + q + f``, ``|f| <= 1/2`` with an absolute error below ``2**-58``); ``r = f pi/2`` is then
   rounded to float32 as ``r + r_lo`` and ``sin r``, ``cos r`` are odd/even polynomials of
   degree 7/8 in float32 (Cephes ``sinf``/``cosf`` on ``[-pi/4, pi/4]``) with ``r_lo`` as a
-  first-order correction. A float32 Cody-Waite reduction is exact only up to ``|x|`` of a few
-  thousand, and a vectorised loop evaluates both sides of a select, so a fallback for huge
-  arguments would cost as much as this reduction: the float64 one is kept for every element.
+  first-order correction.
+* ``sin32_moderate``/``cos32_moderate`` (:data:`MODERATE`): the same polynomials after a
+  cheaper reduction, right for ``|x| <= MODERATE_MAX = 2**20`` (and NaN) only: ``|x| = k
+  pi/2 + r`` by two-part Cody-Waite in float64, ``pi/2 = _PIO2_HI + _PIO2_LO`` with
+  ``_PIO2_HI`` of 33 bits. Why it is exact enough: ``k <= 667544 < 2**20``, so ``k
+  _PIO2_HI`` is exact; ``|x| - k _PIO2_HI`` is exact (both are multiples of ``2**-32``, the
+  difference is below ``2**20``); ``k _PIO2_LO`` rounds by at most ``2**-67.6`` and the
+  split of ``pi/2`` misses by ``3.5e-27``, ``k`` times that at most ``2**-68.5``; so ``r``
+  is within ``2**-66.9`` plus a rounding of ``2**-53 |r|``. The float32 closest to a
+  multiple of ``pi/2`` up to ``2**20`` is 252.89821 (``k = 161``, ``|r| = 4.2e-9 =
+  2**-27.8``; found over the three float32 nearest each ``k pi/2``): ``r`` is right to
+  ``2**-39`` relative everywhere, against float32's ``2**-24``. Checked exhaustively once,
+  every float32 in ``[0, 2**20]`` with and without FMA (odd/even: the sign is exact): at
+  most 1 ulp, 0.94% of them off by 1 ulp (``sin32``: 6% on random bit patterns). Half the
+  cost of ``sin32`` in ew24's fused gradient (benchmarks/README.md, session 10). A
+  vectorised loop computes both sides of a select, so the choice between the two is made
+  per block of a kernel, not per element: :mod:`functx.compiler.cpu` computes a block of a
+  parallel flat kernel or full reduction with these, OR-ing ``|x| > MODERATE_MAX`` over
+  their arguments, and computes it again with ``sin32``/``cos32`` when that is set.
 
 Accuracy (tests/test_vecmath32.py, against the float64 NumPy function rounded to float32,
 on 2M random bit patterns over the whole float32 range, every third float32 of some binades,
@@ -46,8 +62,12 @@ sin       1        6%                       0
 cos       1        6%                       0
 ========  =======  =======================  =========================
 
+(``sin32_moderate``, ``cos32_moderate``: every float32 up to ``2**20``: at most 1 ulp,
+0.94% off by 1 ulp; the tests assert :data:`MAX_ULP` on ~6M of them.)
+
 (:mod:`functx.compiler._vecmath`: at most 1 ulp, correctly rounded but on a few dozen
-points.) sin/cos still compute in float64 for their reduction (about 80% of their cost).
+points.) sin/cos still compute their reduction in float64 (about 80% of ``sin32``'s cost;
+the moderate versions' is a few float64 operations).
 Specials as :mod:`functx.compiler._vecmath` (and NumPy): NaN in, NaN out;
 ``sin``/``cos`` of +-inf are NaN; ``sin(-0) = -0``; ``tanh(+-inf) = +-1``; ``exp``
 overflows to inf and underflows to 0 (through the subnormals) where float32's correctly
@@ -75,12 +95,17 @@ import numpy as np
 from functx.compiler._vecmath import REDUCTION, compile_inline, prefer_wide_vectors
 from functx.compiler._vecmath import VERSION as _VECMATH_VERSION
 
-__all__ = ["FUNCTIONS", "VERSION", "MAX_ULP", "numba_helpers", "sin32", "cos32", "tanh32",
-           "exp32", "expm1_32", "log32", "log1p32"]
+__all__ = ["FUNCTIONS", "MODERATE", "MODERATE_MAX", "VERSION", "MAX_ULP", "numba_helpers",
+           "sin32", "cos32", "sin32_moderate", "cos32_moderate", "tanh32", "exp32", "expm1_32",
+           "log32", "log1p32"]
 
 # The float32 function for each scalar-rule name (the names of functx.compiler._vecmath).
 FUNCTIONS = {"sin": "sin32", "cos": "cos32", "tanh": "tanh32", "exp": "exp32",
              "expm1": "expm1_32", "log": "log32", "log1p": "log1p32"}
+
+# The cheaper sin and cos for |x| <= MODERATE_MAX (and NaN) that kernels call where a block
+# of elements has no other argument (functx.compiler.cpu), with the same MAX_ULP.
+MODERATE = {"sin": "sin32_moderate", "cos": "cos32_moderate"}
 
 # The largest distance, in float32 steps, from the float64 NumPy function rounded to
 # float32, measured by tests/test_vecmath32.py (which asserts it), with or without FMA.
@@ -127,6 +152,13 @@ _SUB_K = _F(23.0)
 _S0, _S1, _S2 = _F(-1.6666654611e-1), _F(8.3321608736e-3), _F(-1.9515295891e-4)
 _C0, _C1, _C2 = _F(4.166664568298827e-2), _F(-1.388731625493765e-3), _F(2.443315711809948e-5)
 _PI_2 = 1.5707963267948966  # (float64: the reduction's part)
+# the moderate reduction (float64): |x| = k pi/2 + r, pi/2 = _PIO2_HI + _PIO2_LO, _PIO2_HI of
+# 33 bits (k _PIO2_HI exact for k < 2**20); k from adding 1.5 * 2**52
+_TWO_OVER_PI = 0.6366197723675814
+_PIO2_HI, _PIO2_LO = 1.5707963267341256, 6.077100506506192e-11
+_SHIFT64 = 6755399441055744.0
+# the largest |x| the moderate sin/cos are for (inclusive)
+MODERATE_MAX = _F(2.0 ** 20)
 
 (_D00, _D01, _D02, _D03), (_D10, _D11, _D12, _D13), (_D20, _D21, _D22, _D23), \
     (_D30, _D31, _D32, _D33) = REDUCTION
@@ -228,6 +260,20 @@ def log1p32(x: Any) -> Any:
     return _log_special(u, v)
 
 
+def _sin_quadrant32(rd: Any, q: Any, negate: Any) -> Any:
+    """``sin(rd)`` (``q`` 0), ``cos(rd)`` (1), ``-sin(rd)`` (2) or ``-cos(rd)`` (3), negated
+    if ``negate``, for a float64 ``|rd| <= pi/4`` (a little more is harmless): ``rd`` is
+    rounded to float32 ``r`` and ``rl = rd - r`` is a first-order correction of the float32
+    polynomials."""
+    r = np.float32(rd)
+    rl = np.float32(rd - np.float64(r))
+    z = r * r
+    sn = r + (r * z * ((_S0 + _S1 * z) + (z * z) * _S2) + rl)
+    cs = ((z * z * ((_C0 + _C1 * z) + (z * z) * _C2) - r * rl) - _HALF * z) + _ONE
+    v = cs if (q == 1.0) | (q == 3.0) else sn
+    return -v if (q >= 2.0) != negate else v
+
+
 def _sin_turns32(x: Any, shift: float) -> Any:
     """``sin((|x| 2/pi + shift) pi/2)`` for a float32 ``x``, negated if ``x`` is negative
     and ``shift`` 0 (``sin``): the float64 reduction of ``_vecmath._sin_turns`` (see there),
@@ -251,15 +297,35 @@ def _sin_turns32(x: Any, shift: float) -> Any:
     f = (((t0 - k) + t1) + ab * d2) + ab * d3
     k = k + shift
     q = k - 4.0 * np.floor(k * 0.25)
-    rd = f * _PI_2  # |rd| <= pi/4
-    r = np.float32(rd)
-    rl = np.float32(rd - np.float64(r))
-    z = r * r
-    sn = r + (r * z * ((_S0 + _S1 * z) + (z * z) * _S2) + rl)
-    cs = ((z * z * ((_C0 + _C1 * z) + (z * z) * _C2) - r * rl) - _HALF * z) + _ONE
-    v = cs if (q == 1.0) | (q == 3.0) else sn
-    neg = (q >= 2.0) != ((shift == 0.0) & (np.float32(x).view(np.int32) < np.int32(0)))
-    return -v if neg else v
+    return _sin_quadrant32(f * _PI_2, q, (shift == 0.0) & (np.float32(x).view(np.int32)
+                                                         < np.int32(0)))
+
+
+def _sin_moderate32(x: Any, shift: float) -> Any:
+    """``_sin_turns32`` for ``|x| <= MODERATE_MAX`` (and NaN): ``|x| = k pi/2 + r`` by a
+    two-part Cody-Waite reduction in float64 (``|x| - k _PIO2_HI`` exact, ``r`` within
+    ``2**-66.9 + 2**-53 |r|``: see the module docstring), then the same polynomials."""
+    a = np.float64(abs(x))
+    t = a * _TWO_OVER_PI + _SHIFT64
+    k = t - _SHIFT64
+    rd = (a - k * _PIO2_HI) - k * _PIO2_LO  # |rd| <= pi/4 (and a rounding)
+    k = k + shift
+    q = k - 4.0 * np.floor(k * 0.25)  # (from t's bits as an int64: not vectorised in ew24)
+    return _sin_quadrant32(rd, q, (shift == 0.0) & (np.float32(x).view(np.int32) < np.int32(0)))
+
+
+def sin32_moderate(x: Any) -> Any:
+    """``sin`` of a float32 ``x`` with ``|x| <= MODERATE_MAX`` or NaN (see the module
+    docstring): as :func:`sin32` there, cheaper; other arguments give wrong values."""
+    prefer_wide_vectors()
+    return _sin_moderate32(x, 0.0)
+
+
+def cos32_moderate(x: Any) -> Any:
+    """``cos`` of a float32 ``x`` with ``|x| <= MODERATE_MAX`` or NaN (see
+    :func:`sin32_moderate`)."""
+    prefer_wide_vectors()
+    return _sin_moderate32(x, 1.0)
 
 
 def sin32(x: Any) -> Any:
@@ -285,6 +351,7 @@ def numba_helpers(*names: str) -> tuple:
         ImportError: Numba is not installed.
     """
     if not _compiled:
-        compile_inline(globals(), ("_log_parts", "_log_special",
-                                   "_sin_turns32", *FUNCTIONS.values()), _compiled)
+        compile_inline(globals(), ("_log_parts", "_log_special", "_sin_quadrant32",
+                                   "_sin_turns32", "_sin_moderate32", *FUNCTIONS.values(),
+                                   *MODERATE.values()), _compiled)
     return tuple(_compiled[n] for n in names)

@@ -29,7 +29,15 @@ A kernel calling _vecmath allows fused multiply-adds (``fastmath={'contract'}``:
 polynomials run 18% faster; other kernels keep ``fastmath=False``), and a parallel flat
 one is written as a serial body function over a slice, two interleaved streams per
 iteration, and a ``prange`` over 64 slices calling it (:func:`_outline`: compile time and
-latency).
+latency). When that kernel calls float32 ``sin`` or ``cos``, the body runs in blocks of
+:data:`BLOCK` elements, each first with ``_vecmath32``'s moderate versions (``|x| <=
+2**20``; half of ew24's gradient time) while a flag records an argument beyond that bound,
+then again with the exact ones in a one-stream function where it is set; such a kernel
+never runs in place (``Kernel.inplace`` empty: the second pass reads the inputs again).
+A parallel reduction over every element calling _vecmath is outlined too, one chunk per
+body call, in blocks whose elements to reduce are stored in a buffer and added in order
+after the block (:func:`_reduce_in_blocks`: the same sums, but the block's loop
+vectorises), with the moderate sin/cos as above.
 """
 from __future__ import annotations
 
@@ -53,7 +61,7 @@ from functx.primitives._numba import import_numba, serialised
 from functx.registry.scalar import Expr, var
 
 __all__ = ["Kernel", "generate", "fuse_policy", "PARALLEL_MIN", "CHUNKS", "VECTOR_MIN",
-           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir", "FLOAT32_MATH",
+           "NUMPY_SPEEDUP", "numpy_faster", "threads", "cache_dir", "FLOAT32_MATH", "BLOCK",
            "float32_math"]
 
 # Clusters with at least this many elements in their iteration space run on all cores
@@ -78,7 +86,10 @@ PARALLEL_MIN = int(os.environ.get("FUNCTX_PARALLEL_MIN", 1 << 18))
 # 24.5 ms (_vecmath: 33 ms; libm: 128 ms; JAX jit: 55 ms); on 2 cores NumPy's loops win, on
 # 16 cores all fuse. (With FLOAT32_MATH = "float64" session 8's ratios fit better: sin 6,
 # cos 5.5, tanh 4, log 4.5, log1p 4.5.) (On a 16-core host before _vecmath: left to NumPy
-# 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.)
+# 45 ms, all fused with libm 17 ms, only tanh left 14 ms, JAX 8.6 ms.) Session 10: parallel
+# flat kernels call sin/cos's moderate versions first (chain ratio 2, ew24 all fused 12 ms
+# on one thread; full reductions too); sin/cos stay at 4 here, for the kernels that call the
+# exact ones (serial, strided, reductions over some axes).
 NUMPY_SPEEDUP = {np.dtype(np.float32): {"sin": 4, "cos": 4, "tanh": 2.5, "exp": 2.5,
                                         "expm1": 2.5, "log": 3, "log1p": 3},
                  np.dtype(np.float64): {"tanh": 11, "exp": 4.5, "expm1": 8, "log": 4,
@@ -129,6 +140,10 @@ def numpy_faster(dtype: np.dtype) -> frozenset:
 
 # A reduction over every axis is split into this many partial results (parallel).
 CHUNKS = 64
+
+# A parallel flat kernel calling float32 sin or cos computes its slices in blocks of this
+# many elements per stream, each first with their moderate versions (see _outline).
+BLOCK = 1024
 
 _FUNCS = {
     "sin": "np.sin", "cos": "np.cos", "tan": "np.tan", "asin": "np.arcsin",
@@ -279,6 +294,7 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
     in_names = [f"in{i}" for i in range(len(c.inputs))]
     in_index = {v: i for i, v in enumerate(c.inputs)}
     red_out: list = []        # (result var, accumulator name, its dtype, the reduction rule)
+    red_src: dict = {}        # accumulator name -> (the element it reduces, its dtype)
 
     def load(v: Var, axes: tuple) -> str:
         key = (v, axes)
@@ -302,6 +318,7 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
             acc_dt = rule.accumulator(dt) if rule.accumulator else dt
             acc = f"acc{len(red_out)}"
             red_out.append((e.outputs[0], acc, acc_dt, rule))
+            red_src[acc] = (src, dt)
             step = rule.combine(var("r" + acc, acc_dt), var(src, dt) if dt == acc_dt else
                                 Expr("cast", (var(src, dt),), acc_dt))
             lines = [f"r{acc} = {acc}[ko]" if plan.natural else f"r{acc} = {acc}"]
@@ -352,19 +369,25 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
     src = [f"def {name}({', '.join(in_names + out_names)}):"]
     src += ["    " + ln for ln in em.const_lines]
     inner: list = []
+    buffered: list = []  # inner with each reduced element stored in a buffer b{acc} instead
     for key, (lname, op, arr) in loads.items():
         inner.append(f"{lname} = {arr}[{_offset(plan.operands[op], loop_vars)}]")
     if red_out and plan.natural:
         inner.append(f"ko = {_offset(plan.operands[kept_op], loop_vars)}")
+    buffered += inner
     for item in body:
         if item[0] == "lines":
             inner += item[1]
+            buffered += item[1]
         else:
             _, acc, step, lines = item
             inner += lines + [f"{acc}[ko] = {step}" if plan.natural else f"{acc} = {step}"]
+            buffered.append(f"b{acc}[i0] = {red_src[acc][0]}")
     for kind, v, oname, op in stores:
         if kind == "elem":
-            inner.append(f"{oname}[{_offset(plan.operands[op], loop_vars)}] = {names[v]}")
+            line = f"{oname}[{_offset(plan.operands[op], loop_vars)}] = {names[v]}"
+            inner.append(line)
+            buffered.append(line)
     chunked = bool(red_out) and kept_n == 0 and L > 0 and not plan.natural
     loop = "prange" if parallel else "range"
     ind = "    "
@@ -415,32 +438,42 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
             depth += 1
         src += [ind * depth + ln for ln in inner]
         src += [f"        p{acc}[c] = {acc}" for _, acc, _, _ in red_out]
-        src += ["    " + ln for ln in init]
-        src.append(f"    for c in range({P}):")
-        for _, acc, dt, rule in red_out:
-            em2 = _Emitter(em.math)
-            em2.const_lines = []
-            lines: list = []
-            step = em2.expr(rule.combine(var(acc, dt), var(f"p{acc}[c]", dt)), lines, {})
-            src += ["        " + ln for ln in em2.const_lines + lines]
-            src.append(f"        {acc} = {step}")
-        for oname, op, acc, dt_out in finals:
-            src.append(f"    {oname}[0] = {_typed(dt_out, acc)}")
+        tail = ["    " + ln for ln in init] + [f"    for c in range({P}):"]
+        tail += ["        " + ln for ln in _combine(em.math, red_out, "p{acc}[c]", "{acc}")]
+        tail += [f"    {oname}[0] = {_typed(dt_out, acc)}" for oname, op, acc, dt_out in finals]
+        src += tail
     strides: dict = {}  # array -> its strides along the (single) loop
     for lname, op, arr in loads.values():
         strides.setdefault(arr, set()).add(plan.operands[op][0] if L == 1 else None)
     for kind, v, oname, op in stores:
         strides.setdefault(oname, set()).add(plan.operands[op][0] if L == 1 else None)
-    outlined = em.helpers and parallel and L == 1 and not red_out and all(
+    flat = em.helpers and parallel and L == 1 and all(
         st <= {0} or st == {1} for st in strides.values())
+    outlined = flat and not red_out
+    # sin/cos in blocks, each tried with the moderate reduction first (see _outline)
+    moderate = {em.math.FUNCTIONS[f]: g for f, g in getattr(em.math, "MODERATE", {}).items()
+                if em.math.FUNCTIONS[f] in em.helpers} if flat and (outlined or chunked) else {}
+    loop_text = "\n".join(src)
+    if sum(len(re.findall(rf"\b{h}\(", loop_text)) for h in moderate) != sum(
+            len(re.findall(rf"\b{h}\(\w+\)", loop_text)) for h in moderate):
+        moderate = {}  # (each argument must be a name: the flag reads them; always so now)
     if outlined:
         src = _outline(src, name, in_names + out_names, len(em.const_lines), plan.sizes[0],
-                       [a for a, st in strides.items() if st == {1}])
+                       [a for a, st in strides.items() if st == {1}], moderate,
+                       getattr(em.math, "MODERATE_MAX", None))
+        em.helpers.update(moderate.values())
+    elif flat and chunked:  # a parallel reduction over every element: chunk by chunk
+        src = _reduce_in_blocks(name, in_names + out_names, em.const_lines, buffered,
+                                red_out, red_src, tail, plan.sizes[0],
+                                [a for a, st in strides.items() if st == {1}], moderate,
+                                em.math)
+        em.helpers.update(moderate.values())
     else:
         src.insert(0, _decorator("prange(" in "".join(src), bool(em.helpers)))
     text = "\n".join(src) + "\n"
     inplace: set = set()
-    if not red_out and not (outlined and plan.sizes[0] % 2):
+    # (a block computed again reads its inputs after writing its outputs: never in place)
+    if not red_out and not (outlined and plan.sizes[0] % 2) and not moderate:
         for j, (kind, v, oname, op) in enumerate(stores):
             for i, u in enumerate(c.inputs):
                 ops = [o for (lv, _ax), (_l, o, _a) in loads.items() if lv is u]
@@ -454,7 +487,7 @@ _LOCAL = re.compile(r"\b([atv]\d+)\b")  # the loop body's per-element names
 
 
 def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
-             sliced: list) -> list:
+             sliced: list, moderate: dict | None = None, bound: Any = None) -> list:
     """The parallel kernel ``src`` (its definition, ``n_consts`` constant lines, then one
     flat loop ``for i0 in prange(n0)`` reading the arrays ``sliced`` at ``i0`` and the others
     at 0) as a serial function ``{name}_body(args..., lo, hi)`` for the elements
@@ -470,8 +503,20 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
     functions is bound by latency (each iteration is too long for the CPU to overlap the
     next), and two independent chains in one iteration took ew24's gradient from 44 to 26
     ns per element (twice the compile time). With an odd count the halves share their
-    middle element, computed twice (so such a kernel must not run in place)."""
-    streams = []
+    middle element, computed twice (so such a kernel must not run in place).
+
+    ``moderate`` (helper name -> its cheaper version for ``|x| <= bound``, and NaN:
+    ``_vecmath32.MODERATE``): the body runs in blocks of :data:`BLOCK` elements per stream,
+    each with the cheaper functions while OR-ing a flag ``|x| > bound`` over their arguments
+    (a vectorised reduction, one flag per stream), then once more with the exact ones,
+    ``{name}_exact``, where the flag is set (a vectorised loop computes both sides of a
+    select: a choice per element would cost as much as the exact functions). The second
+    pass reads the block's inputs after the first wrote its outputs: such a kernel must
+    not run in place."""
+    moderate = moderate or {}
+    names = "|".join(map(re.escape, moderate)) or "(?!)"
+    call, arg = re.compile(rf"\b({names})\("), re.compile(rf"\b(?:{names})\((\w+)\)")
+    streams, fast, flags = [], [], []
     for k in (0, 1):
         def rename(line: str, k: int = k) -> str:
             line = _LOCAL.sub(lambda m: f"{m.group(1)}_{k}", line)
@@ -479,15 +524,127 @@ def _outline(src: list, name: str, args: list, n_consts: int, n0: int,
                 line = re.sub(rf"\b{a}\[", f"{a}_{k}[", line)
             return line
         streams.append([rename(ln) for ln in src[2 + n_consts:]])
-    body = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2",
-            *[f"    {a}_0 = {a}[lo:lo + h]" for a in sliced],
-            *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *src[1:1 + n_consts],
-            "    for i0 in range(h):", *[ln for pair in zip(*streams) for ln in pair]]
+        fast.append([call.sub(lambda m: moderate[m.group(1)] + "(", ln) for ln in streams[k]])
+        used = dict.fromkeys(arg.findall("\n".join(streams[k])))  # (in order, once each)
+        tests = [f"(abs({v}) > bound)" for v in used]
+        flags += [f"            big_{k} = big_{k} | " + " | ".join(tests[j:j + 4])
+                  for j in range(0, len(tests), 4)]  # (four to a line)
+    head = [f"def {name}_body({', '.join(args)}, lo, hi):", "    h = (hi - lo + 1) // 2"]
+    consts = src[1:1 + n_consts]
+    if not moderate:
+        body = [*head, *[f"    {a}_0 = {a}[lo:lo + h]" for a in sliced],
+                *[f"    {a}_1 = {a}[hi - h:hi]" for a in sliced], *consts,
+                "    for i0 in range(h):", *[ln for pair in zip(*streams) for ln in pair]]
+    else:  # (the exact pass, rarely run, in one stream: less code to compile)
+        exact = [f"def {name}_exact({', '.join(args)}, lo, hi):",
+                 *[f"    {a}_0 = {a}[lo:hi]" for a in sliced], *consts,
+                 "    for i0 in range(hi - lo):", *streams[0], "", "", _decorator(False, True)]
+        call_exact = f"{name}_exact({', '.join(args)}, "
+        body = [*exact, *head, *consts, f"    bound = {_literal_text(bound, np.float32)}",
+                f"    for s in range(0, h, {BLOCK}):", f"        n = min({BLOCK}, h - s)",
+                *[f"        {a}_0 = {a}[lo + s:lo + s + n]" for a in sliced],
+                *[f"        {a}_1 = {a}[hi - h + s:hi - h + s + n]" for a in sliced],
+                "        big_0 = big_1 = False",
+                "        for i0 in range(n):",
+                *["    " + ln for pair in zip(*fast) for ln in pair],
+                *flags,
+                "        if big_0:  # an argument beyond bound: the block again, exactly",
+                f"            {call_exact}lo + s, lo + s + n)",
+                "        if big_1:", f"            {call_exact}hi - h + s, hi - h + s + n)"]
     P, H = min(CHUNKS, n0 // 2), n0 // 2
     return [_decorator(False, True), *body, "", "", _decorator(True), src[0],
             f"    for c in prange({P}):",
             f"        hi = {n0} if c == {P - 1} else 2 * ((c + 1) * {H} // {P})",
             f"        {name}_body({', '.join(args)}, 2 * (c * {H} // {P}), hi)"]
+
+
+def _renamed(em_lines: list) -> list:
+    """Statements of a second emitter, their temporaries and constants renamed apart from
+    a loop body's (``t1`` -> ``tc1``, ``k0`` -> ``kc0``)."""
+    return [re.sub(r"\b([tk])(\d+)\b", r"\1c\2", ln) for ln in em_lines]
+
+
+def _combine(math: types.ModuleType, red_out: list, part: str, total: str) -> list:
+    """Statements combining each accumulator's partial result ``part`` into ``total``
+    (``{acc}`` in them names the accumulator)."""
+    lines: list = []
+    for _, acc, dt, rule in red_out:
+        em = _Emitter(math)
+        em.const_lines = []
+        body: list = []
+        step = em.expr(rule.combine(var(total.format(acc=acc), dt),
+                                    var(part.format(acc=acc), dt)), body, {})
+        lines += _renamed(em.const_lines + body + [f"{total.format(acc=acc)} = {step}"])
+    return lines
+
+
+def _reduce_in_blocks(name: str, args: list, consts: list, buffered: list, red_out: list,
+                      red_src: dict, tail: list, n0: int, sliced: list, moderate: dict,
+                      math: types.ModuleType) -> list:
+    """A parallel kernel reducing over all its ``n0`` elements that calls
+    :mod:`functx.compiler._vecmath` or ``_vecmath32``, written as :func:`_outline` writes a
+    flat one: a serial ``{name}_body`` computing a chunk's partial results (the kernel's
+    ``prange`` over :data:`CHUNKS` chunks, then ``tail``, combining them), in blocks of
+    :data:`BLOCK` elements. The loop body ``buffered`` stores each element to reduce in a
+    buffer ``b{acc}`` of the block, folded into the chunk's accumulator, in order, after
+    the block: the same result as one loop, but the block's loop vectorises (an ordered
+    floating-point reduction does not: ew24's value_and_grad took 348 ms on one thread,
+    20 ms now). With ``moderate`` (float32 sin/cos) each block is computed first with the
+    moderate versions and a flag, then again with the exact ones (``{name}_exact``) if it
+    is set. One stream (no interleaving as in :func:`_outline`)."""
+    names = "|".join(map(re.escape, moderate)) or "(?!)"
+    call, arg = re.compile(rf"\b({names})\("), re.compile(rf"\b(?:{names})\((\w+)\)")
+    exact = []
+    for line in buffered:
+        for a in sliced:
+            line = re.sub(rf"\b{a}\[", f"{a}_0[", line)
+        exact.append(line)
+    fast = [call.sub(lambda m: moderate[m.group(1)] + "(", ln) for ln in exact]
+    tests = [f"(abs({v}) > bound)" for v in dict.fromkeys(arg.findall("\n".join(exact)))]
+    accs = ", ".join(acc for _, acc, _, _ in red_out)
+    bufs = ", ".join(f"b{acc}" for _, acc, _, _ in red_out)
+    fold: list = []
+    for _, acc, acc_dt, rule in red_out:
+        src, dt = red_src[acc]
+        item = var(f"b{acc}[i0]", dt)
+        em = _Emitter(math)
+        em.const_lines = []
+        lines = [f"r{acc} = {acc}"]
+        step = em.expr(rule.combine(var("r" + acc, acc_dt), item if dt == acc_dt else
+                                    Expr("cast", (item,), acc_dt)), lines, {})
+        fold += _renamed(em.const_lines + lines + [f"{acc} = {step}"])
+    dec = _decorator(False, True)
+    P = min(CHUNKS, n0)
+    exact_fn = [
+        dec, f"def {name}_exact({', '.join(args)}, {bufs}, lo, hi):",
+        *[f"    {a}_0 = {a}[lo:hi]" for a in sliced], *["    " + ln for ln in consts],
+        "    for i0 in range(hi - lo):", *["        " + ln for ln in exact], "", ""]
+    again = [
+        *["            big = big | " + " | ".join(tests[j:j + 4])
+          for j in range(0, len(tests), 4)],
+        "        if big:  # an argument beyond bound: the block again, exactly",
+        f"            {name}_exact({', '.join(args)}, {bufs}, s, s + n)"]
+    return [
+        *(exact_fn if moderate else []),
+        dec, f"def {name}_body({', '.join(args)}, lo, hi):",
+        *["    " + ln for ln in consts],
+        *([f"    bound = {_literal_text(math.MODERATE_MAX, np.float32)}"] if moderate else []),
+        *[f"    b{acc} = np.empty({BLOCK}, np.{red_src[acc][1].name})"
+          for _, acc, _, _ in red_out],
+        *[f"    {acc} = {_literal_text(rule.identity(dt), dt)}" for _, acc, dt, rule in red_out],
+        f"    for s in range(lo, hi, {BLOCK}):", f"        n = min({BLOCK}, hi - s)",
+        *[f"        {a}_0 = {a}[s:s + n]" for a in sliced],
+        *(["        big = False"] if moderate else []),
+        "        for i0 in range(n):", *["            " + ln for ln in fast],
+        *(again if moderate else []),
+        "        for i0 in range(n):  # (in order)", *["            " + ln for ln in fold],
+        f"    return {accs}", "", "",
+        _decorator(True), f"def {name}({', '.join(args)}):",
+        *[f"    p{acc} = np.empty({P}, np.{dt.name})" for _, acc, dt, _r in red_out],
+        f"    for c in prange({P}):",
+        f"        {accs} = {name}_body({', '.join(args)}, c * {n0} // {P}, "
+        f"(c + 1) * {n0} // {P})",
+        *[f"        p{acc}[c] = {acc}" for _, acc, _, _ in red_out], *tail]
 
 
 _NUMBA_TYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
