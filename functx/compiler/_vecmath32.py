@@ -36,14 +36,15 @@ instruction instead of 8) rather than in float64 rounded once.
   is within ``2**-66.9`` plus a rounding of ``2**-53 |r|``. The float32 closest to a
   multiple of ``pi/2`` up to ``2**20`` is 252.89821 (``k = 161``, ``|r| = 4.2e-9 =
   2**-27.8``; found over the three float32 nearest each ``k pi/2``): ``r`` is right to
-  ``2**-39`` relative everywhere, against float32's ``2**-24``. Checked exhaustively once,
-  every float32 in ``[0, 2**20]`` with and without FMA (odd/even: the sign is exact): at
-  most 1 ulp, 0.94% of them off by 1 ulp (``sin32``: 6% on random bit patterns). Half the
-  cost of ``sin32`` in ew24's fused gradient (benchmarks/README.md, session 10). A
-  vectorised loop computes both sides of a select, so the choice between the two is made
-  per block of a kernel, not per element: :mod:`functx.compiler.cpu` computes a block of a
-  parallel flat kernel or full reduction with these, OR-ing ``|x| > MODERATE_MAX`` over
-  their arguments, and computes it again with ``sin32``/``cos32`` when that is set.
+  ``2**-39`` relative everywhere, against float32's ``2**-24``. Checked exhaustively
+  (benchmarks/exhaustive_sincos32.py), every float32 in ``[0, 2**20]`` with and without
+  FMA (odd/even: the sign is exact): at most 1 ulp, 0.94% of them off by 1 ulp (``sin32``:
+  6% on random bit patterns). Half the cost of ``sin32`` in a dependent chain (1.57 against
+  3.08 ns per call on one AVX-512 core; benchmarks/README.md, session 10). A vectorised
+  loop computes both sides of a select, so the choice between the two is made per block of
+  a kernel, not per element: :mod:`functx.compiler.cpu` computes a block of a parallel flat
+  kernel or full reduction with these, OR-ing ``|x| > MODERATE_MAX`` over their
+  arguments, and computes it again with ``sin32``/``cos32`` when that is set.
 
 Accuracy (tests/test_vecmath32.py, against the float64 NumPy function rounded to float32,
 on 2M random bit patterns over the whole float32 range, every third float32 of some binades,
