@@ -208,6 +208,15 @@ def test_cholesky_matches_numpy_and_is_nan_where_not_positive_definite(batch, n,
         assert np.isnan(host(D.cholesky(to_dev(-a)))).all()
 
 
+def test_unsupported_dtypes_are_refused_with_a_functx_error() -> None:
+    from functx.errors import FunctxError
+
+    a = to_dev(np.eye(4, dtype=np.float16))
+    for fn in (D.cholesky, D.lu, lambda a: D.triangular_solve(a, a, left_side=True)):
+        with pytest.raises(FunctxError, match="float16"):
+            fn(a)
+
+
 def _slogdet_solve(a, b):
     return fnp.sum(fnp.linalg.slogdet(a).logabsdet) + fnp.sum(fnp.linalg.solve(a, b))
 

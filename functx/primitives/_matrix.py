@@ -51,6 +51,16 @@ def check_array_dtype(name: str, x: Any) -> None:
                      square=False)
 
 
+def checked(name: str, impl: Any) -> Any:
+    """The implementation ``impl(xp, a, ...)`` preceded by :func:`check_array_dtype` of its
+    first array (for CUDA implementations, which cannot import this module)."""
+    def rule(xp: Any, a: Any, *rest: Any, **params: Any) -> Any:
+        check_array_dtype(name, a)
+        return impl(xp, a, *rest, **params)
+    rule.__name__ = getattr(impl, "__name__", name)
+    return rule
+
+
 def real_dtype(dtype: Any) -> np.dtype:
     """float32 for complex64, float64 for complex128, the dtype itself if real."""
     dt = np.dtype(dtype)

@@ -49,7 +49,6 @@ with no derivative.
 """
 from __future__ import annotations
 
-import functools
 import weakref
 from typing import Any
 
@@ -101,7 +100,7 @@ def _cholesky_impl(xp, a):
 
 
 cholesky_p.def_impl(_cholesky_impl)
-cholesky_p.def_impl(_cuda.cholesky, backend="cuda")
+cholesky_p.def_impl(_m.checked("cholesky", _cuda.cholesky), backend="cuda")
 
 
 def _phi(x: Any) -> Any:
@@ -244,7 +243,8 @@ def _substitute(a, b, trans, lower, unit_diagonal):
 
 
 triangular_solve_p.def_impl(_trsolve_impl)
-triangular_solve_p.def_impl(_cuda.triangular_solve, backend="cuda")
+triangular_solve_p.def_impl(_m.checked("triangular_solve", _cuda.triangular_solve),
+                            backend="cuda")
 
 
 def _op(x: Any, transpose_a: bool, conjugate_a: bool) -> Any:
@@ -442,7 +442,7 @@ def _lu_memo_drop(ref: Any) -> None:
 
 
 lu_p.def_impl(_lu_impl)
-lu_p.def_impl(_cuda.lu, backend="cuda")
+lu_p.def_impl(_m.checked("lu", _cuda.lu), backend="cuda")
 
 
 def lu_factors(lu: Any) -> tuple:
@@ -646,7 +646,7 @@ def _lu_solve_numpy(lu, perm, b, trans):
 
 
 lu_solve_p.def_impl(_lu_solve_impl)
-lu_solve_p.def_impl(_cuda.lu_solve, backend="cuda")
+lu_solve_p.def_impl(_m.checked("lu_solve", _cuda.lu_solve), backend="cuda")
 
 
 def _lu_solve_composite(lu: Any, perm: Any, b: Any, *, trans: int) -> Any:
@@ -731,8 +731,9 @@ def _identities(xp: Any, like: Any) -> Any:
 
 
 lu_inverse_p.def_impl(_lu_inverse_impl)
-lu_inverse_p.def_impl(  # CUDA: lu_solve with the identity
-    lambda xp, lu, perm, *, trans: _cuda.lu_solve(xp, lu, perm, _identities(xp, lu), trans=trans),
+lu_inverse_p.def_impl(_m.checked(  # CUDA: lu_solve with the identity
+    "lu_inverse", lambda xp, lu, perm, *, trans: _cuda.lu_solve(xp, lu, perm,
+                                                                _identities(xp, lu), trans=trans)),
     backend="cuda")
 
 

@@ -102,7 +102,7 @@ def _qr_impl(xp, a, *, full_matrices):
 
 
 qr_p.def_impl(_qr_impl)
-qr_p.def_impl(_cuda.qr, backend="cuda")
+qr_p.def_impl(_m.checked("qr", _cuda.qr), backend="cuda")
 
 
 def _qr_jvp_lin(da: Any, q: Any, r: Any) -> list:
@@ -185,7 +185,7 @@ def _eigh_impl(xp, a, *, lower):
 
 
 eigh_p.def_impl(_eigh_impl)
-eigh_p.def_impl(_cuda.eigh, backend="cuda")
+eigh_p.def_impl(_m.checked("eigh", _cuda.eigh), backend="cuda")
 
 
 @eigh_p.def_vjp(save_output=True)
@@ -270,7 +270,7 @@ def _svd_impl(xp, a, *, full_matrices, compute_uv):
 
 
 svd_p.def_impl(_svd_impl)
-svd_p.def_impl(_cuda.svd, backend="cuda")
+svd_p.def_impl(_m.checked("svd", _cuda.svd), backend="cuda")
 
 
 def _svd_jvp_lin(da: Any, s: Any, u: Any, vh: Any, compute_uv: bool) -> list:
@@ -504,7 +504,7 @@ def _expm_impl(xp, a):
 
 
 expm_p.def_impl(_expm_impl)
-expm_p.def_impl(_cuda.expm, backend="cuda")
+expm_p.def_impl(_m.checked("expm", _cuda.expm), backend="cuda")
 
 
 def expm_frechet(a: Any, e: Any) -> Any:
