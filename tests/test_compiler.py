@@ -134,6 +134,45 @@ def test_dce_removes_unused_equations_only() -> None:
     assert prims(out) == ["cos"]
 
 
+def test_inline_writes_custom_derivative_calls_as_their_traces() -> None:
+    runs = {"fwd": 0, "fun": 0}
+
+    @fx.custom_vjp
+    def f(x):
+        return fnp.sin(x) * 3
+
+    def fwd(x):
+        runs["fwd"] += 1
+        return fnp.sin(x) * 3, fnp.cos(x)
+
+    f.defvjp(fwd, lambda c, g: (3 * g * c,))
+
+    @fx.custom_jvp
+    def h(x):
+        runs["fun"] += 1
+        return fnp.tanh(x)
+
+    h.defjvp(lambda p, t: (fnp.tanh(p[0]), t[0] * (1 - fnp.tanh(p[0]) ** 2)))
+
+    x = np.linspace(-1.0, 1.0, 7)
+    loss = lambda x: fnp.sum(f(x) * h(x))  # noqa: E731
+    t = fx.make_trace(fx.grad(loss))(x)
+    names = prims(t)
+    assert "custom_vjp_call" in names
+    out = checked(passes.inline(t))
+    assert "custom_vjp_call" not in prims(out) and "custom_jvp_call" not in prims(out)
+    assert "sin" in prims(out) and "cos" in prims(out)
+    step = fx.jit(fx.grad(loss))
+    want = 3 * np.cos(x) * np.tanh(x) + 3 * np.sin(x) * (1 - np.tanh(x) ** 2)
+    for _ in range(3):
+        np.testing.assert_allclose(step(x), want, rtol=1e-12)
+    traced = dict(runs)
+    step(x + 1)  # the jitted step runs no user Python: it was traced once
+    assert runs == traced
+    # the plain function under jit is inlined too
+    assert "custom_jvp_call" not in prims(checked(passes.inline(fx.make_trace(h)(x))))
+
+
 # -- clustering decisions -------------------------------------------------------------------
 
 def clusters(f: Any, *args: Any) -> list:

@@ -254,19 +254,20 @@ def test_jit_grad_of_linear_algebra_is_captured_whole_and_matches_the_cpu(case,
     want = fx.grad(f, argnums=argnums)(*args)
     step = fx.jit(fx.grad(f, argnums=argnums))
     before = dict(cuda_graph.STATS)
-    factored = []
+    factored = []  # the operands _lu.lu factors
     monkeypatch.setattr(_lu, "lu", lambda xp, a, _lu_=_lu.lu: factored.append(a.shape)
                         or _lu_(xp, a))
-    got = []
+    got, per_call = [], []
     with fx.default_device("cuda"):  # (the GP's identity made there)
         for _ in range(4):  # eager, capture, replay, replay
+            start = len(factored)
             got.append(step(*to_dev(args)))
-            factored.append("call")
+            per_call.append(len(factored) - start)
     assert cuda_graph.STATS["captured"] == before["captured"] + 1
     assert cuda_graph.STATS["failed"] == before["failed"]
-    if case != "gp":  # slogdet and solve factor a: twice eagerly, once in the graph
-        assert factored == [args[0].shape] * 2 + ["call", args[0].shape, "call", "call",
-                                                  "call"]
+    if case != "gp":  # slogdet and solve factor a once in the graph (jit's optimiser
+        # shares the LU, else CAPTURE_MEMO does), and replays factor nothing
+        assert 1 <= per_call[0] <= 2 and per_call[1:] == [1, 0, 0], per_call
     for g in got:
         for gi, wi in zip(g if isinstance(g, tuple) else (g,),
                           want if isinstance(want, tuple) else (want,)):

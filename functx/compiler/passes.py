@@ -1,5 +1,8 @@
 """Trace optimisation passes: each a small pure function ``Trace -> Trace``.
 
+* :func:`inline`: the equations of opaque calls (a ``custom_vjp`` function's forward pass,
+  which runs the user's Python) replaced by their traces (``prim.def_inline``; the pass
+  names no primitive), so the passes below and the compiler see their operations;
 * :func:`cse`: common-subexpression elimination (equal primitive, parameters and inputs);
 * :func:`fold_constants`: equations of known constants computed once, at compile time, when
   their result is small (:data:`FOLD_LIMIT` elements);
@@ -27,7 +30,8 @@ from functx.registry.rewrite import Operand, Rewrite
 from functx.tracing import bind
 from functx.transforms.interpret import has_effects, prune
 
-__all__ = ["cse", "fold_constants", "simplify", "dce", "optimize", "FOLD_LIMIT", "PASSES"]
+__all__ = ["inline", "cse", "fold_constants", "simplify", "dce", "optimize", "FOLD_LIMIT",
+           "PASSES"]
 
 # Constant folding computes results of at most this many elements (bigger ones, a zeros
 # array broadcast to a large shape say, are cheaper recomputed than stored).
@@ -60,6 +64,31 @@ def dce(trace: Trace) -> Trace:
     equations with effects (``debug.print``) and asks a primitive's ``dce`` rule to drop
     the results nothing reads (``scan``'s unused ``ys``)."""
     return prune(trace)
+
+
+def inline(trace: Trace) -> Trace:
+    """The trace with each equation whose primitive writes it as a trace of others
+    (``prim.inline``) replaced by that trace's equations (inlined again if they hold such
+    equations themselves), its constants added to the trace's."""
+    if not any(e.prim.inline is not None for e in trace.eqns):
+        return trace
+    env: dict = {}
+    eqns: list = []
+    cv, vals = list(trace.const_vars), list(trace.const_values)
+    for e in trace.eqns:
+        ins = tuple(_subst(a, env) for a in e.inputs)
+        sub = e.prim.inline(*[a.aval for a in ins], **e.params) if e.prim.inline else None
+        if sub is None:
+            eqns.append(e._replace(inputs=ins))
+            continue
+        sub = inline(sub)
+        senv = dict(zip(sub.in_vars, ins))
+        cv += sub.const_vars
+        vals += sub.const_values
+        eqns += [se._replace(inputs=tuple(_subst(a, senv) for a in se.inputs))
+                 for se in sub.eqns]
+        env.update(zip(e.outputs, [_subst(a, senv) for a in sub.outputs]))
+    return _replace(trace, eqns, [_subst(a, env) for a in trace.outputs], (cv, vals))
 
 
 def cse(trace: Trace) -> Trace:
@@ -212,7 +241,8 @@ def _rewritten(r: Rewrite, out: Var, old: Eqn, atom_of: Callable) -> Eqn | None:
     return Eqn(r.prim, ins, dict(r.params), (out,), old.source)
 
 
-PASSES: tuple[Callable[[Trace], Trace], ...] = (cse, fold_constants, simplify, cse, dce)
+PASSES: tuple[Callable[[Trace], Trace], ...] = (inline, cse, fold_constants, simplify, cse,
+                                                dce)
 
 
 def optimize(trace: Trace, passes: tuple = PASSES) -> Trace:

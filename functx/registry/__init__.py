@@ -82,7 +82,8 @@ buffer or a donated argument; ufunc primitives get one from ``unary``/``binary``
 ``prim.def_accumulate(fn, backend=...)`` adds a result into given memory (a GEMM with
 ``beta = 1``), for a sum whose ``sums_operands`` primitive (``add``) reads it.
 ``prim.def_step_sum(fn)`` sums the primitive's results over a loop's steps from stacked
-operands (``scan``'s VJP sums weight cotangents after the loop).
+operands (``scan``'s VJP sums weight cotangents after the loop). ``prim.def_inline(fn)``
+writes an opaque call (``custom_vjp_call``) as a trace that ``jit``'s optimiser inlines.
 
 ``python -m functx.registry`` prints which rules every primitive has.
 """
@@ -112,7 +113,7 @@ class Primitive:
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
                  "batch", "dce", "cache_abstract_eval", "has_effects", "scalar", "simplify",
                  "cpu_arrays_impl", "accumulate_impls", "sums_operands", "step_sum",
-                 "_impl_cache",
+                 "inline", "_impl_cache",
                  "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -168,6 +169,8 @@ class Primitive:
         # the stacked operands (def_step_sum); "linear" for a primitive linear in its one
         # operand (the sum of its results is its result of the summed operand)
         self.step_sum: Callable | str | None = None
+        # optional: the primitive as a trace of other primitives (def_inline)
+        self.inline: Callable | None = None
         (REGISTRY if registry is None else registry).register(self)
 
     def __repr__(self) -> str:
@@ -398,6 +401,22 @@ class Primitive:
         ``accumulator(dtype)`` the accumulator's dtype (default: the input's)."""
         self.scalar = ScalarRule("reduction", combine=combine, identity=identity, axes=axes,
                                  accumulator=accumulator)
+
+    def def_inline(self, fn: Callable) -> Callable:
+        """Say how an equation of this primitive is written as a trace of other primitives
+        (optional; for an opaque call whose implementation runs the user's Python, such as
+        ``custom_vjp_call``): ``jit``'s optimiser inlines it, so its operations are fused,
+        shared with the rest of the step and run without Python (``functx.compiler.passes``).
+
+        Args:
+            fn: ``fn(*avals, **params) -> Trace | None``: a closed trace with one input per
+                operand and the equation's outputs, or None to keep the equation.
+
+        Example:
+            >>> custom_vjp_call_p.def_inline(lambda *avals, call: trace_of(call.fwd, avals))
+        """
+        self.inline = fn
+        return fn
 
     def def_simplify(self, rule: Callable) -> Callable:
         """Register algebraic identities of this primitive for the trace optimisation

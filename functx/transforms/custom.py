@@ -25,11 +25,11 @@ import attrs
 from functx import tree
 from functx.backends import owned_read_only
 from functx.errors import FunctxError, GradError
-from functx.ir import AbstractArray, abstractify
+from functx.ir import AbstractArray, Trace, abstractify
 from functx.primitives._batching import zeros_like
 from functx.primitives.reduction import reduce_sum
 from functx.registry import Primitive
-from functx.tracing import INEXACT_DTYPES, Tracer, bind, eval_shape
+from functx.tracing import INEXACT_DTYPES, Tracer, bind, eval_shape, trace_function
 
 
 def _resolve_args(fun: Callable, args: tuple, kwargs: dict, name: str) -> tuple:
@@ -117,6 +117,12 @@ custom_vjp_call_p.cache_abstract_eval = False  # params hold a fresh closure per
 def _custom_vjp_aval(*avals: AbstractArray, call: VjpCall) -> list:
     outs, res = eval_shape(call.fwd, *avals)
     return list(outs) + list(res)
+
+
+@custom_vjp_call_p.def_inline
+def _custom_vjp_inline(*avals: AbstractArray, call: VjpCall) -> Trace:
+    # jit's optimiser inlines the forward pass (outputs, then residuals), as JAX traces it
+    return trace_function(lambda *xs: call.fwd(*xs), avals, {}, call.name)[0]
 
 
 @custom_vjp_call_p.def_impl
@@ -336,6 +342,11 @@ custom_jvp_call_p.cache_abstract_eval = False  # params hold a fresh closure per
 @custom_jvp_call_p.def_abstract_eval
 def _custom_jvp_aval(*avals: AbstractArray, call: JvpCall) -> list:
     return list(eval_shape(call.fun, *avals))
+
+
+@custom_jvp_call_p.def_inline
+def _custom_jvp_inline(*avals: AbstractArray, call: JvpCall) -> Trace:
+    return trace_function(lambda *xs: call.fun(*xs), avals, {}, call.name)[0]
 
 
 @custom_jvp_call_p.def_impl
