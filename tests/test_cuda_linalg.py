@@ -266,7 +266,7 @@ def test_jit_grad_of_linear_algebra_is_captured_whole_and_matches_the_cpu(case,
     assert cuda_graph.STATS["captured"] == before["captured"] + 1
     assert cuda_graph.STATS["failed"] == before["failed"]
     if case != "gp":  # slogdet and solve factor a once in the graph (jit's optimiser
-        # shares the LU, else CAPTURE_MEMO does), and replays factor nothing
+        # inlines slogdet's forward pass and shares the LU), and replays factor nothing
         assert 1 <= per_call[0] <= 2 and per_call[1:] == [1, 0, 0], per_call
     for g in got:
         for gi, wi in zip(g if isinstance(g, tuple) else (g,),

@@ -111,13 +111,6 @@ CAPTURING = [False]
 # the graph's copy reads that memory at every replay, so the capture takes these buffers
 # with it (functx.compiler.cuda_graph) and keeps them alive as long as the graph.
 CAPTURE_KEEP: list = []
-# Results that implementations share within one capture (functx.compiler.cuda_graph clears
-# it before and after each): the LU factorisation of an operand that two functions factor
-# (``slogdet`` and ``solve`` of one matrix), which JAX's jit shares by common-subexpression
-# elimination. Inside a captured step nothing writes into an array (the inputs are the
-# graph's own copies), so an operand's memory and layout name its value; an entry holds its
-# operand, so that memory is not reused during the capture.
-CAPTURE_MEMO: dict = {}
 # The captured CUDA graphs (each holds its step's working memory in its own ``pool`` for as
 # long as it lives): memory_stats counts those bytes as in use.
 GRAPH_POOLS: "weakref.WeakSet" = weakref.WeakSet()

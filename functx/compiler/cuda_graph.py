@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from functx.backends._cuda import CAPTURE_KEEP, CAPTURE_MEMO, CAPTURING, GRAPH_POOLS
+from functx.backends._cuda import CAPTURE_KEEP, CAPTURING, GRAPH_POOLS
 
 __all__ = ["CudaGraph", "set_cuda_graphs", "cuda_graphs_enabled", "STATS"]
 
@@ -127,7 +127,6 @@ class CudaGraph:
             with cupy.cuda.using_allocator(pool.malloc), stream:
                 CAPTURING[0] = True
                 CAPTURE_KEEP.clear()
-                CAPTURE_MEMO.clear()
                 stream.begin_capture()
                 try:
                     outs = self.step([d if d is not None else x for d, x in zip(ins, inputs)])
@@ -136,7 +135,6 @@ class CudaGraph:
                     graph = stream.end_capture()
                     keep = list(CAPTURE_KEEP)
                     CAPTURE_KEEP.clear()
-                    CAPTURE_MEMO.clear()
         except Exception:  # something in the step cannot be captured: run it eagerly
             return False
         if any(not isinstance(o, cupy.ndarray) for o in outs):

@@ -389,8 +389,10 @@ def _diagonal_block_inverses(xp: Any, a: Any, *, lower_op: bool, transpose_a: bo
 
 class _Trsm:
     """Triangular solves in place on C-contiguous stacks ``a`` ``(count, n, n)`` and ``x``
-    (``trsmBatched`` for a stack of small matrices, else ``trsm`` per matrix); the pointer
-    arrays of the batched call are made once for several solves."""
+    (``trsmBatched`` for a stack of small matrices; else per matrix ``trsv`` for one real
+    vector, blocks and GEMMs for a big real matrix in a captured step, ``trsm`` otherwise:
+    see the module docstring); the pointer arrays of the batched call are made once for
+    several solves."""
 
     def __init__(self, xp: Any, a: Any, x: Any) -> None:
         self.xp, self.a, self.x = xp, a, x

@@ -28,7 +28,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from functx.backends._cuda import CAPTURE_MEMO, CAPTURING
 from functx.errors import FunctxError
 from functx.primitives.cuda import _lu, _raw
 
@@ -85,14 +84,7 @@ def lu(xp: Any, a: Any) -> tuple:
     if a.size == 0:
         return (xp.zeros(a.shape, a.dtype), xp.zeros(tuple(batch) + (k,), np.int32),
                 xp.broadcast_to(xp.arange(m, dtype=np.int32), tuple(batch) + (m,)).copy())
-    if not CAPTURING[0]:
-        return _lu.lu(xp, a)
-    # one factorisation per operand in a captured step (functx/backends/_cuda.py)
-    key = ("lu", a.data.ptr, a.shape, a.strides, a.dtype)
-    hit = CAPTURE_MEMO.get(key)
-    if hit is None:
-        hit = CAPTURE_MEMO[key] = (a, _lu.lu(xp, a))
-    return hit[1]
+    return _lu.lu(xp, a)
 
 
 def lu_solve(xp: Any, lu: Any, perm: Any, b: Any, *, trans: int) -> Any:
