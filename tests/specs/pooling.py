@@ -37,16 +37,16 @@ def _pool_params(draw, nds: tuple = (1, 2), max_extra: int = 3, batch: tuple = (
              strides=strides, dilation=dilation, sizes=sizes)
 
 
-def out_sizes(p: P) -> tuple[int, ...]:
+def out_sizes(p: P, sizes: tuple) -> tuple[int, ...]:
     return tuple((n - d * (k - 1) - 1) // s + 1
-                 for n, k, s, d in zip(p.sizes, p.window, p.strides, p.dilation))
+                 for n, k, s, d in zip(sizes, p.window, p.strides, p.dilation))
 
 
 def first_max_positions(x: np.ndarray, p: P):
     """For each ``(n, c, *y)``: the input position of the window's first maximum (the first
     strictly greater value; the first NaN once one appears), by loops."""
     n, c = x.shape[:2]
-    for y in itertools.product(*map(range, out_sizes(p))):
+    for y in itertools.product(*map(range, out_sizes(p, x.shape[2:]))):
         for i in range(n):
             for j in range(c):
                 best, at = None, None
@@ -60,7 +60,7 @@ def first_max_positions(x: np.ndarray, p: P):
 
 
 def max_pool_ref(x: np.ndarray, p: P) -> np.ndarray:
-    out = np.zeros(x.shape[:2] + out_sizes(p), x.dtype)
+    out = np.zeros(x.shape[:2] + out_sizes(p, x.shape[2:]), x.dtype)
     for o, at in first_max_positions(x, p):
         out[o] = x[at]
     return out
@@ -86,7 +86,7 @@ def _pool_grad(x, g, p: P):
 
 
 def _with_g(p: P) -> st.SearchStrategy:
-    return st.tuples(_x(p), array((p.n, p.c) + out_sizes(p)), st.just(p))
+    return st.tuples(_x(p), array((p.n, p.c) + out_sizes(p, p.sizes)), st.just(p))
 
 
 SPECS = [
