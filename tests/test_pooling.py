@@ -57,6 +57,8 @@ CASES = [  # (shape, window, strides, dilation)
     ((2, 2, 7, 6), (2, 2), (2, 2), (1, 1)),
     ((1, 3, 7, 8), (3, 2), (1, 1), (1, 2)),  # overlapping windows, dilation
     ((2, 1, 6, 7), (2, 3), (3, 2), (2, 1)),
+    ((2, 2, 7, 8), (2, 2), (1, 2), (2, 1)),  # 2x2 (its own kernel), overlapping, dilated
+    ((1, 3, 9, 9), (2, 2), (3, 3), (1, 1)),  # 2x2 with gaps between the windows
     ((1, 2, 5, 5, 6), (2, 2, 3), (1, 2, 2), (1, 2, 1)),
 ]
 
