@@ -204,7 +204,18 @@ def _out_3d(y: np.ndarray) -> np.ndarray:
 
 def _geometry(sizes, window, strides, dilation) -> tuple:
     """``((offs, sd, sh, sw, pd, ph), window3)``: the window elements' offsets in a flat
-    plane, the strides and the plane's pitches, and the window, in 3-d form."""
+    plane, the strides and the plane's pitches, and the window, in 3-d form.
+
+    Raises:
+        ValueError: parameters that do not fit ``sizes`` (the kernels index without bounds
+            checks: the shape rule has been applied, but ``bind`` may skip it).
+    """
+    nd = len(sizes)
+    if not (1 <= nd <= 3 and len(window) == len(strides) == len(dilation) == nd
+            and all(k >= 1 and s >= 1 and d >= 1 and (k - 1) * d < n
+                    for n, k, s, d in zip(sizes, window, strides, dilation))):
+        raise ValueError(f"max pooling kernels: window={window}, strides={strides}, "
+                         f"dilation={dilation} do not fit the spatial sizes {tuple(sizes)}.")
     fill = 3 - len(sizes)
     sizes = (1,) * fill + tuple(sizes)
     window = (1,) * fill + tuple(window)
@@ -239,6 +250,12 @@ def max_pool_grad_numba(x: np.ndarray, g: np.ndarray, window, strides,
         dx[...] = 0
         return dx
     out = g.shape[2:]
+    if tuple(g.shape[:2]) != tuple(x.shape[:2]) or len(out) != len(window) or any(
+            (o - 1) * s + (k - 1) * d >= n for n, k, s, d, o
+            in zip(x.shape[2:], window, strides, dilation, out)):
+        raise ValueError(f"max_pool_grad: the cotangent's shape {g.shape} does not fit the "
+                         f"input's {x.shape} with window={window}, strides={strides}, "
+                         f"dilation={dilation}.")
     tiles = all(s == k and (k == 1 or d == 1) and o * s == n for n, k, s, d, o
                 in zip(x.shape[2:], window, strides, dilation, out))
     geometry, window3 = _geometry(x.shape[2:], window, strides, dilation)

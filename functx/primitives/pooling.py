@@ -35,6 +35,7 @@ cotangents of the windows whose first maximum it is into a strided slice of ``dx
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any, Sequence
@@ -43,7 +44,7 @@ import numpy as np
 
 from functx.backends import backends
 from functx.errors import DTypeError, ShapeError
-from functx.ir import AbstractArray
+from functx.ir import AbstractArray, abstractify
 from functx.primitives import _pool_numba
 from functx.primitives import elementwise as _ew
 from functx.primitives import reduction as _red
@@ -337,12 +338,23 @@ def _max_pool_grad_batch(args, dims, *, window, strides, dilation):
 
 # -- the functions -----------------------------------------------------------------------------
 
-def _params(x: Any, window: Any, strides: Any, dilation: Any) -> dict:
+@functools.lru_cache(maxsize=512)
+def _checked(x: AbstractArray, g: AbstractArray | None, params: tuple) -> None:
+    """The shape rule, before an eager call runs the kernels (which trust it)."""
+    if g is None:
+        _max_pool_aval(x, **dict(params))
+    else:
+        _max_pool_grad_aval(x, g, **dict(params))
+
+
+def _params(x: Any, g: Any, window: Any, strides: Any, dilation: Any) -> dict:
     nd = len(shape_of(x)) - 2
     window = tuple(int(k) for k in window)
     strides = window if strides is None else tuple(int(s) for s in strides)
     dilation = (1,) * nd if dilation is None else tuple(int(d) for d in dilation)
-    return {"window": window, "strides": strides, "dilation": dilation}
+    params = {"window": window, "strides": strides, "dilation": dilation}
+    _checked(abstractify(x), None if g is None else abstractify(g), tuple(params.items()))
+    return params
 
 
 def max_pool(x: Any, window: Sequence[int], strides: Sequence[int] | None = None,
@@ -370,7 +382,7 @@ def max_pool(x: Any, window: Sequence[int], strides: Sequence[int] | None = None
         >>> max_pool(np.array([[[1.0, 3.0, 2.0, 0.0]]]), (2,))
         array([[[3., 2.]]])
     """
-    return bind(max_pool_p, x, **_params(x, window, strides, dilation))
+    return bind(max_pool_p, x, **_params(x, None, window, strides, dilation))
 
 
 def max_pool_grad(x: Any, g: Any, window: Sequence[int], strides: Sequence[int] | None = None,
@@ -394,4 +406,4 @@ def max_pool_grad(x: Any, g: Any, window: Sequence[int], strides: Sequence[int] 
         >>> max_pool_grad(np.array([[[1.0, 3.0, 2.0, 0.0]]]), np.ones((1, 1, 2)), (2,))
         array([[[0., 1., 1., 0.]]])
     """
-    return bind(max_pool_grad_p, x, g, **_params(x, window, strides, dilation))
+    return bind(max_pool_grad_p, x, g, **_params(x, g, window, strides, dilation))
