@@ -38,11 +38,15 @@ ENABLED = numba_installed()
 # The dtypes the kernels are compiled for; others (float16, bfloat16) take the NumPy path.
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # Window elements visited (output size times window size) from which the planes are spread
-# over the threads. Measured (process CPU time against wall time, 2-core and 16-core
-# Xeons): below about 32k element visits (a few tens of microseconds of work) the serial
-# loop wins; LeNet's two poolings (64 x 6 x 14 x 14 and 64 x 16 x 5 x 5 windows of 4)
-# visit 301k and 102k.
-PARALLEL_WORK = 1 << 15
+# over the threads (with more than one). Measured (.dbg/threshold.py, 2x2 windows, float32,
+# wall time, medians) on a loaded 2-core Xeon with 2 threads: a parallel launch costs about
+# 35 us more than the serial loop (tiny work: 50 against 14 us); the serial loops take about
+# 1 ns per element visited forward and 2 backward (65k: 66-77 and 123 us; LeNet's first
+# pooling, 301k: 263 and 509 us). The threshold is where the serial forward loop takes about
+# twice the launch's cost, so that a machine with idle cores gains from there on (this one,
+# whose second core is busy, did not gain at any size). LeNet's two poolings visit 301k and
+# 102k elements.
+PARALLEL_WORK = 1 << 16
 
 _prange = range  # numba.prange in the parallel variants (functx.primitives._numba.compile_loop)
 _kernels: dict[tuple[str, bool], Callable] = {}
