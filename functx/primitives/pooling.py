@@ -27,11 +27,13 @@ so every order of derivative exists. Batching: a batch axis joins ``N`` (a resha
 split off the result again.
 
 Implementations. On the CPU, Numba kernels (``functx/primitives/_pool_numba.py``: one loop
-over the windows per plane, planes spread over the threads where the work pays for it);
-without Numba (``FUNCTX_NUMBA=0``), for float16/bfloat16, and on CUDA, the generic array
-code (:func:`_max_pool_impl`, :func:`_max_pool_grad_impl`: one strided slice per window
-element, compared and selected elementwise; the gradient adds, per window element, the
-cotangents of the windows whose first maximum it is into a strided slice of ``dx``).
+over the windows per plane, planes spread over the threads where the work pays for it); on
+CUDA, one kernel each (``functx/primitives/cuda/pooling.py``: a thread per output, atomic
+adds where windows overlap) for float32 and float64. Without Numba (``FUNCTX_NUMBA=0``), for
+float16/bfloat16, and on other array modules, the generic array code
+(:func:`_max_pool_impl`, :func:`_max_pool_grad_impl`: one strided slice per window element,
+compared and selected elementwise; the gradient adds, per window element, the cotangents of
+the windows whose first maximum it is into a strided slice of ``dx``).
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives._batching import batch_size, to_front
 from functx.primitives._util import compute_dtype, is_real_float, shape_of
+from functx.primitives.cuda import pooling as _cuda
 from functx.primitives.misc import stop_gradient
 from functx.registry import Primitive
 from functx.tracing import bind
@@ -172,13 +175,18 @@ def _max_pool_grad_cpu(xp, x, g, *, window, strides, dilation):
 
 max_pool_p = Primitive("max_pool")
 max_pool_p.def_abstract_eval(_max_pool_aval)
-max_pool_p.def_impl(_max_pool_impl)  # CUDA (CuPy) and any other array module
+max_pool_p.def_impl(_max_pool_impl)  # any array module
 max_pool_p.def_impl(_max_pool_cpu, backend="cpu")
+# one kernel (functx/primitives/cuda/pooling.py; the generic rule for other dtypes)
+max_pool_p.def_impl(functools.partial(_cuda.max_pool, fallback=_max_pool_impl),
+                    backend="cuda")
 
 max_pool_grad_p = Primitive("max_pool_grad")
 max_pool_grad_p.def_abstract_eval(_max_pool_grad_aval)
 max_pool_grad_p.def_impl(_max_pool_grad_impl)
 max_pool_grad_p.def_impl(_max_pool_grad_cpu, backend="cpu")
+max_pool_grad_p.def_impl(functools.partial(_cuda.max_pool_grad, fallback=_max_pool_grad_impl),
+                         backend="cuda")
 
 
 # -- the composite gather (for the derivative rules) ------------------------------------------
