@@ -188,6 +188,24 @@ def test_numba_kernels_match_the_numpy_path(parallel: bool, data: Any) -> None:
     assert out_nb.dtype == dtype and dx_nb.dtype == dtype
 
 
+def test_out_implementations_write_into_the_buffer(path: str) -> None:
+    """The CPU out-implementations (jit's memory planner) write into the buffer they get,
+    over stale contents, and compute what the plain implementations compute."""
+    rng = np.random.default_rng(3)
+    for window, strides in (((2, 2), (2, 2)), ((3, 2), (1, 2))):
+        x = rng.integers(-2, 3, (2, 3, 8, 8)).astype(np.float32)
+        params = dict(window=window, strides=strides, dilation=(1, 1))
+        want = pl._max_pool_cpu(np, x, **params)
+        g = rng.standard_normal(want.shape).astype(np.float32)
+        want_g = pl._max_pool_grad_cpu(np, x, g, **params)
+        buf, buf_g = np.full(want.shape, 7.0, np.float32), np.full(x.shape, 7.0, np.float32)
+        assert pl.max_pool_p.impl_out_for(fx.backends.get_backend("cpu")) is not None
+        assert pl._max_pool_cpu(np, x, out=buf, **params) is buf
+        assert pl._max_pool_grad_cpu(np, x, g, out=buf_g, **params) is buf_g
+        np.testing.assert_array_equal(buf, want)
+        np.testing.assert_array_equal(buf_g, want_g)
+
+
 def test_functx_numba_0_takes_the_numpy_path(monkeypatch: Any) -> None:
     """With ``FUNCTX_NUMBA=0`` the kernels are not called; the NumPy path's results."""
     monkeypatch.setenv("FUNCTX_NUMBA", "0")

@@ -232,10 +232,14 @@ def _geometry(sizes, window, strides, dilation) -> tuple:
     return (offs,) + strides + (pd, ph), window
 
 
-def max_pool_numba(x: np.ndarray, out_sizes: tuple, window, strides, dilation) -> np.ndarray:
+def max_pool_numba(x: np.ndarray, out_sizes: tuple, window, strides, dilation,
+                   out: np.ndarray | None = None) -> np.ndarray:
     """``max_pool`` of the padded ``x`` ``[N, C, *spatial]`` (float32/float64, see
-    :func:`usable`) by :func:`max_pool_loop`; ``out_sizes`` are its spatial output sizes."""
-    out = np.empty(tuple(x.shape[:2]) + tuple(out_sizes), x.dtype)
+    :func:`usable`) by :func:`max_pool_loop`; ``out_sizes`` are its spatial output sizes.
+    ``out``: a C-contiguous array of the result's shape and dtype to write it into (jit's
+    memory planner), else a new one."""
+    if out is None:
+        out = np.empty(tuple(x.shape[:2]) + tuple(out_sizes), x.dtype)
     if out.size == 0:
         return out
     geometry, window3 = _geometry(x.shape[2:], window, strides, dilation)
@@ -244,10 +248,11 @@ def max_pool_numba(x: np.ndarray, out_sizes: tuple, window, strides, dilation) -
     return out
 
 
-def max_pool_grad_numba(x: np.ndarray, g: np.ndarray, window, strides,
-                        dilation) -> np.ndarray:
-    """``max_pool_grad`` by :func:`max_pool_grad_loop` (``g`` of ``x``'s dtype)."""
-    dx = np.empty(x.shape, x.dtype)
+def max_pool_grad_numba(x: np.ndarray, g: np.ndarray, window, strides, dilation,
+                        out: np.ndarray | None = None) -> np.ndarray:
+    """``max_pool_grad`` by :func:`max_pool_grad_loop` (``g`` of ``x``'s dtype), into
+    ``out`` where given (as :func:`max_pool_numba`)."""
+    dx = np.empty(x.shape, x.dtype) if out is None else out
     if dx.size == 0:
         return dx
     if g.size == 0:

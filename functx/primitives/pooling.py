@@ -159,24 +159,35 @@ def _max_pool_grad_impl(xp, x, g, *, window, strides, dilation):
     return dx.astype(x.dtype, copy=False)
 
 
-def _max_pool_cpu(xp, x, *, window, strides, dilation):
+def _max_pool_cpu(xp, x, *, window, strides, dilation, out=None):
     if not _pool_numba.usable(x):
-        return _max_pool_impl(xp, x, window=window, strides=strides, dilation=dilation)
-    out = pool_out_sizes(x.shape[2:], window, strides, dilation)
-    return _pool_numba.max_pool_numba(x, out, window, strides, dilation)
+        y = _max_pool_impl(xp, x, window=window, strides=strides, dilation=dilation)
+        if out is None:
+            return y
+        out[...] = y
+        return out
+    sizes = pool_out_sizes(x.shape[2:], window, strides, dilation)
+    return _pool_numba.max_pool_numba(x, sizes, window, strides, dilation, out)
 
 
-def _max_pool_grad_cpu(xp, x, g, *, window, strides, dilation):
+def _max_pool_grad_cpu(xp, x, g, *, window, strides, dilation, out=None):
     if not _pool_numba.usable(x) or g.dtype != x.dtype:
-        return _max_pool_grad_impl(xp, x, g, window=window, strides=strides,
-                                   dilation=dilation)
-    return _pool_numba.max_pool_grad_numba(x, np.asarray(g), window, strides, dilation)
+        dx = _max_pool_grad_impl(xp, x, g, window=window, strides=strides,
+                                 dilation=dilation)
+        if out is None:
+            return dx
+        out[...] = dx
+        return out
+    return _pool_numba.max_pool_grad_numba(x, np.asarray(g), window, strides, dilation, out)
 
 
 max_pool_p = Primitive("max_pool")
 max_pool_p.def_abstract_eval(_max_pool_aval)
 max_pool_p.def_impl(_max_pool_impl)  # any array module
 max_pool_p.def_impl(_max_pool_cpu, backend="cpu")
+# into jit's planned buffers (functx/compiler/memory.py; without it, the planner also takes
+# the result for a possible view of x and reuses no buffer x shares)
+max_pool_p.def_impl_out(_max_pool_cpu, backend="cpu")
 # one kernel (functx/primitives/cuda/pooling.py; the generic rule for other dtypes)
 max_pool_p.def_impl(functools.partial(_cuda.max_pool, fallback=_max_pool_impl),
                     backend="cuda")
@@ -185,6 +196,7 @@ max_pool_grad_p = Primitive("max_pool_grad")
 max_pool_grad_p.def_abstract_eval(_max_pool_grad_aval)
 max_pool_grad_p.def_impl(_max_pool_grad_impl)
 max_pool_grad_p.def_impl(_max_pool_grad_cpu, backend="cpu")
+max_pool_grad_p.def_impl_out(_max_pool_grad_cpu, backend="cpu")
 max_pool_grad_p.def_impl(functools.partial(_cuda.max_pool_grad, fallback=_max_pool_grad_impl),
                          backend="cuda")
 
