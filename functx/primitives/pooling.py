@@ -66,8 +66,19 @@ __all__ = ["max_pool", "max_pool_grad", "select_and_gather", "window_stack", "fi
 
 def pool_out_sizes(sizes: Sequence[int], window: Sequence[int], strides: Sequence[int],
                    dilation: Sequence[int]) -> tuple[int, ...]:
-    """The output sizes of "valid" windows: ``(size - dilation * (window - 1) - 1) //
-    stride + 1`` per axis (at most 0 where the dilated window does not fit)."""
+    """The output sizes of "valid" windows.
+
+    Args:
+        sizes, window, strides, dilation: one int per spatial axis.
+
+    Returns:
+        ``(size - dilation * (window - 1) - 1) // stride + 1`` per axis (0 where the
+        dilated window does not fit).
+
+    Example:
+        >>> pool_out_sizes((28, 10), (2, 3), (2, 1), (1, 2))
+        (14, 6)
+    """
     return tuple(max((n - d * (k - 1) - 1) // s + 1, 0)
                  for n, k, s, d in zip(sizes, window, strides, dilation))
 
@@ -217,10 +228,16 @@ def _on_device(like: Any, host: np.ndarray) -> Any:
 
 def window_stack(x: Any, window: Sequence[int], strides: Sequence[int],
                  dilation: Sequence[int]) -> Any:
-    """The "valid" windows of ``x`` ``[N, C, *spatial]`` stacked as ``[K, N, C, *out]``
-    (``K`` the window's size, its elements row-major), in primitives: a reshape and a
-    transpose where the windows tile the input (stride equal to the window, no dilation),
-    else one strided slice per window element.
+    """The "valid" windows of ``x`` stacked along a new leading axis, in primitives: a
+    reshape and a transpose where the windows tile the input (stride equal to the window,
+    no dilation), else one strided slice per window element.
+
+    Args:
+        x: ``[N, C, *spatial]`` (an array or a tracer).
+        window, strides, dilation: one positive int per spatial axis; the windows must fit.
+
+    Returns:
+        ``[K, N, C, *out]``, ``K`` the window's size, its elements row-major.
 
     Example:
         >>> window_stack(np.arange(4.0).reshape(1, 1, 4), (2,), (2,), (1,))[:, 0, 0]
@@ -250,12 +267,17 @@ def window_stack(x: Any, window: Sequence[int], strides: Sequence[int],
 
 
 def first_rank(w: Any) -> Any:
-    """``K - argmax(w, axis=0)`` of the window stack ``w`` ``[K, ...]``: the rank of the
-    first maximum, NaN counting as the maximum (int8, or int32 for ``K >= 128``).
+    """The rank of each window's first maximum, NaN counting as the maximum.
 
     Built from a max, comparisons and a second max over ``K`` (the first hit has the largest
     rank ``K - k``): NumPy's argmax over a short leading axis copies ``w`` and loops over
     the windows one by one.
+
+    Args:
+        w: the window stack ``[K, ...]`` (:func:`window_stack`), a float array or tracer.
+
+    Returns:
+        ``K - argmax(w, axis=0)`` (NaN first), int8 (int32 for ``K >= 128``).
 
     Example:
         >>> first_rank(np.array([[1.0, 3.0], [2.0, 3.0]]))   # argmax 1 and 0
@@ -271,12 +293,20 @@ def first_rank(w: Any) -> Any:
 
 def select_and_gather(x: Any, t: Any, *, window: Sequence[int], strides: Sequence[int],
                       dilation: Sequence[int]) -> Any:
-    """``t`` (``x``'s shape) read at each window's first maximum in ``x``: ``[N, C, *out]``.
+    """``t`` read at each window's first maximum in ``x``.
 
     The JVP of ``max_pool`` (``t`` the tangent of ``x``) and the cotangent of
     ``max_pool_grad``'s ``g`` (``t`` the cotangent of ``dx``). Linear in ``t``, with no
     derivative through ``x``; written in primitives (see the module docstring), so it
     differentiates and batches like them.
+
+    Args:
+        x: the (padded) pooling input ``[N, C, *spatial]``.
+        t: an array of ``x``'s shape and dtype.
+        window, strides, dilation: as for :func:`max_pool`.
+
+    Returns:
+        ``[N, C, *out]``.
 
     Example:
         >>> x = np.array([[[1.0, 3.0, 2.0, 0.0]]])
