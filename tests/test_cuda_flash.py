@@ -15,6 +15,8 @@ import pytest
 
 import functx as fx
 import functx.nn as fnn
+import functx.numpy as fnp
+from functx.compiler import cuda_graph
 from functx.primitives import attention as A
 from functx.primitives.cuda import _flash
 from functx.primitives.cuda import attention as cuda_attention
@@ -136,3 +138,71 @@ def test_declines_what_it_does_not_support(counted) -> None:
     (q, k, v), _ = operands((2,), 20, 30, 48, BF16)
     A.dot_product_attention(*to_dev((q, k, v)), scale=0.1)
     assert counted["fwd"] == 0
+
+
+@pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{b}-{L}-{S}-{E}" for b, L, S, E in SHAPES])
+def test_gradients_match_float64(shape, causal, dt, counted, monkeypatch) -> None:
+    batch, L, S, E = shape
+    (q, k, v, g), (q64, k64, v64, g64) = operands(batch, L, S, E, dt, n=4)
+    scale = 1.0 / np.sqrt(E)
+    want = A.dot_product_attention_grad(q64, k64, v64, None, g64, scale=scale,
+                                        causal=causal)
+    dev = to_dev((q, k, v, g))
+    got = A.dot_product_attention_grad(*dev[:3], None, dev[3], scale=scale, causal=causal)
+    assert counted["bwd"] == 1
+    old = old_path(monkeypatch, lambda: A.dot_product_attention_grad(
+        *dev[:3], None, dev[3], scale=scale, causal=causal))
+    assert counted["bwd"] == 1
+    for name, x, o, w in zip(("dq", "dk", "dv"), got, old, want):
+        assert x.dtype == dt and x.shape == np.shape(w), name
+        err, old_err = rel_err(host(x), w), rel_err(host(o), w)
+        assert err <= TOL[dt], (name, err, old_err)
+        assert err <= max(RATIO * old_err, FLOOR[dt]), (name, err, old_err)
+
+
+@pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
+def test_zero_d_bias_gradient_is_zero(dt, counted) -> None:
+    (q, k, v, g), (q64, k64, v64, g64) = operands((2, 2), 80, 50, 64, dt, n=4)
+    b = np.asarray(-1.5, dtype=dt)
+    want = A.dot_product_attention_grad(q64, k64, v64, np.asarray(-1.5), g64, scale=0.125,
+                                        causal=False, bias_grad=True)
+    got = A.dot_product_attention_grad(*to_dev((q, k, v, b, g)), scale=0.125, causal=False,
+                                       bias_grad=True)
+    assert counted["bwd"] == 1 and len(got) == 4
+    assert got[3].shape == () and got[3].dtype == dt and host(got[3]) == 0
+    assert abs(float(want[3])) < 1e-9 * float(np.abs(g64).sum())  # 0 mathematically
+    for x, w in zip(got[:3], want[:3]):
+        assert rel_err(host(x), w) <= TOL[dt]
+
+
+@pytest.mark.usefixtures("compiler_on")
+def test_jit_grad_of_causal_sdpa_in_bfloat16_matches_eager(counted) -> None:
+    (q, k, v, w), (q64, k64, v64, w64) = operands((2, 4), 200, 200, 64, BF16, n=4)
+
+    def loss(q, k, v, w):
+        return fnp.sum(fnn.scaled_dot_product_attention(q, k, v, is_causal=True) * w)
+
+    args = to_dev((q, k, v, w))
+    eager = fx.grad(loss, argnums=(0, 1, 2))(*args)
+    assert counted["bwd"] >= 1
+    want = A.dot_product_attention_grad(q64, k64, v64, None, w64, scale=1 / 8.0, causal=True)
+    step = fx.jit(fx.grad(loss, argnums=(0, 1, 2)))
+    before = dict(cuda_graph.STATS)
+    outs = [step(*args) for _ in range(3)]  # eager or capture, then replays
+    assert cuda_graph.STATS["failed"] == before["failed"]
+    for got in outs:
+        for x, e, w in zip(got, eager, want):
+            assert x.dtype == BF16
+            assert rel_err(host(x), host(e)) <= 1e-2  # (dq's float32 atomics: any order)
+            assert rel_err(host(x), w) <= TOL[BF16]
+
+
+@pytest.fixture
+def compiler_on():
+    import functx.compiler as compiler
+
+    old = compiler.set_jit_compiler("numba")  # (graphs are the compiler's: see conftest.py)
+    yield
+    compiler.set_jit_compiler(old)

@@ -33,6 +33,7 @@ host synchronisation (graph-capturable).
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -46,6 +47,7 @@ HEAD_DIMS = (32, 64, 128)
 _TILE = 64  # query rows and keys per tile (4 warps of 16 rows)
 _THREADS = 128
 _LOG2E = 1.4426950408889634
+_BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
 
 _SOURCE = r"""
 #define FX_BF16 @BF16@
@@ -303,6 +305,192 @@ __device__ __forceinline__ void fx_flash_fwd(
         }
     }
 }
+// The backward pass of one (batch entry, tile of 64 keys): dk, dv (N, S, D) written in the
+// operand type, dq (N, L, D) float32 added to (atomicAdd; zeroed by the caller). lse and
+// delta from fx_flash_fwd (want_stats). Shared memory (dynamic): K, V, Q, dO tiles
+// (row stride D + 8), dS^T (64 x 72) and 64 values each of lse and delta.
+template <int D>
+__device__ __forceinline__ void fx_flash_bwd(
+        const fx_u16* __restrict__ q, const fx_u16* __restrict__ k,
+        const fx_u16* __restrict__ v, const fx_u16* __restrict__ bias,
+        const fx_u16* __restrict__ dout, const float* __restrict__ lse,
+        const float* __restrict__ delta, float* __restrict__ dq, fx_u16* __restrict__ dk,
+        fx_u16* __restrict__ dv, int L, int S, float scale_log2, float scale, int causal) {
+    extern __shared__ __align__(16) unsigned char fx_smem[];
+    constexpr int RS = D + 8, DSS = FX_TILE + 8;
+    fx_u16* sK = reinterpret_cast<fx_u16*>(fx_smem);
+    fx_u16* sV = sK + FX_TILE * RS;
+    fx_u16* sQ = sV + FX_TILE * RS;
+    fx_u16* sO = sQ + FX_TILE * RS;  // dO
+    fx_u16* sS = sO + FX_TILE * RS;  // dS^T: [key][query]
+    float* sL = reinterpret_cast<float*>(sS + FX_TILE * DSS);
+    float* sD = sL + FX_TILE;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    const long long n = blockIdx.x;
+    const int j0 = blockIdx.y * FX_TILE;  // the longest (causal) loops first
+    q += n * L * D;
+    dout += n * L * D;
+    lse += n * L;
+    delta += n * L;
+    dq += n * L * D;
+    k += (n * S + j0) * D;
+    v += (n * S + j0) * D;
+    const float bb = fx_bias(bias);
+    fx_load_tile<D>(sK, k, min(FX_TILE, S - j0));
+    fx_load_tile<D>(sV, v, min(FX_TILE, S - j0));
+
+    float dk_acc[D / 8][4], dv_acc[D / 8][4];
+#pragma unroll
+    for (int d = 0; d < D / 8; ++d) {
+        dk_acc[d][0] = dk_acc[d][1] = dk_acc[d][2] = dk_acc[d][3] = 0.f;
+        dv_acc[d][0] = dv_acc[d][1] = dv_acc[d][2] = dv_acc[d][3] = 0.f;
+    }
+    const int key0 = j0 + warp * 16 + g;  // this thread's keys: key0 and key0 + 8
+    const int istart = causal ? j0 : 0;   // (a multiple of the tile)
+    for (int i0 = istart; i0 < L; i0 += FX_TILE) {
+        fx_load_tile<D>(sQ, q + (long long)i0 * D, min(FX_TILE, L - i0));
+        fx_load_tile<D>(sO, dout + (long long)i0 * D, min(FX_TILE, L - i0));
+        if (threadIdx.x < FX_TILE) {
+            const int i = i0 + threadIdx.x;
+            sL[threadIdx.x] = (i < L) ? lse[i] : FX_POS_INF;
+            sD[threadIdx.x] = (i < L) ? delta[i] : 0.f;
+        }
+        __syncthreads();
+        // S^T = K Q^T (16 keys x 64 queries per warp) and dP^T = V dO^T.
+        float s[8][4], dp[8][4];
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb)
+            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] =
+                dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+            fx_u32 ak[4], av[4];
+            fx_ldm4(ak, sK + (warp * 16 + (lane & 15)) * RS + ks * 16 + (lane >> 4) * 8);
+            fx_ldm4(av, sV + (warp * 16 + (lane & 15)) * RS + ks * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int nb2 = 0; nb2 < 4; ++nb2) {
+                const int off = (nb2 * 16 + (lane & 7) + (lane >> 4) * 8) * RS + ks * 16
+                                + ((lane >> 3) & 1) * 8;
+                fx_u32 b[4];
+                fx_ldm4(b, sQ + off);
+                fx_mma(s[2 * nb2], ak, b[0], b[1]);
+                fx_mma(s[2 * nb2 + 1], ak, b[2], b[3]);
+                fx_ldm4(b, sO + off);
+                fx_mma(dp[2 * nb2], av, b[0], b[1]);
+                fx_mma(dp[2 * nb2 + 1], av, b[2], b[3]);
+            }
+        }
+        // P^T = exp2(S^T - lse), masked; dS^T = P^T (dP^T - delta).
+        const bool mask = (i0 + FX_TILE > L) || (j0 + FX_TILE > S)
+                          || (causal && j0 + FX_TILE - 1 > i0);
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int c = nb * 8 + 2 * t4 + (e & 1);  // query i0 + c
+                float p = fx_exp2(s[nb][e] * scale_log2 + bb - sL[c]);
+                if (mask) {
+                    const int i = i0 + c, j = key0 + (e >> 1) * 8;
+                    if (i >= L || j >= S || (causal && j > i)) p = 0.f;
+                }
+                s[nb][e] = p;
+                dp[nb][e] = p * (dp[nb][e] - sD[c]);
+            }
+        }
+        // dV += P^T dO, dK += dS^T Q (B operands: dO and Q, keys of k = queries).
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const fx_u32 ap[4] = {fx_pack(s[2 * kk][0], s[2 * kk][1]),
+                                  fx_pack(s[2 * kk][2], s[2 * kk][3]),
+                                  fx_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                  fx_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            const fx_u32 as[4] = {fx_pack(dp[2 * kk][0], dp[2 * kk][1]),
+                                  fx_pack(dp[2 * kk][2], dp[2 * kk][3]),
+                                  fx_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                                  fx_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+            // dS^T to shared memory for dQ: rows key - j0, columns query - i0.
+            fx_u32* srow0 = reinterpret_cast<fx_u32*>(sS + (warp * 16 + g) * DSS + kk * 16
+                                                      + 2 * t4);
+            fx_u32* srow1 = reinterpret_cast<fx_u32*>(sS + (warp * 16 + g + 8) * DSS + kk * 16
+                                                      + 2 * t4);
+            srow0[0] = as[0];
+            srow1[0] = as[1];
+            srow0[4] = as[2];
+            srow1[4] = as[3];
+#pragma unroll
+            for (int d2 = 0; d2 < D / 16; ++d2) {
+                const int off = (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + d2 * 16
+                                + (lane >> 4) * 8;
+                fx_u32 b[4];
+                fx_ldm4_t(b, sO + off);
+                fx_mma(dv_acc[2 * d2], ap, b[0], b[1]);
+                fx_mma(dv_acc[2 * d2 + 1], ap, b[2], b[3]);
+                fx_ldm4_t(b, sQ + off);
+                fx_mma(dk_acc[2 * d2], as, b[0], b[1]);
+                fx_mma(dk_acc[2 * d2 + 1], as, b[2], b[3]);
+            }
+        }
+        __syncthreads();
+        // dQ (this warp's 16 queries) += dS K: A = dS from dS^T (transposed loads), B = K.
+        {
+            float acc[D / 8][4];
+#pragma unroll
+            for (int d = 0; d < D / 8; ++d) acc[d][0] = acc[d][1] = acc[d][2] = acc[d][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                fx_u32 a[4];
+                fx_ldm4_t(a, sS + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * DSS + warp * 16
+                                 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+                for (int d2 = 0; d2 < D / 16; ++d2) {
+                    fx_u32 b[4];
+                    fx_ldm4_t(b, sK + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RS
+                                     + d2 * 16 + (lane >> 4) * 8);
+                    fx_mma(acc[2 * d2], a, b[0], b[1]);
+                    fx_mma(acc[2 * d2 + 1], a, b[2], b[3]);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int i = i0 + warp * 16 + g + r * 8;
+                if (i < L) {
+                    float* row = dq + (long long)i * D + 2 * t4;
+#pragma unroll
+                    for (int d = 0; d < D / 8; ++d) {
+                        atomicAdd(row + d * 8, acc[d][2 * r] * scale);
+                        atomicAdd(row + d * 8 + 1, acc[d][2 * r + 1] * scale);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    dk += (n * S) * D;
+    dv += (n * S) * D;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int j = key0 + r * 8;
+        if (j < S) {
+#pragma unroll
+            for (int d = 0; d < D / 8; ++d) {
+                *reinterpret_cast<fx_u32*>(dk + (long long)j * D + d * 8 + 2 * t4) =
+                    fx_pack(dk_acc[d][2 * r] * scale, dk_acc[d][2 * r + 1] * scale);
+                *reinterpret_cast<fx_u32*>(dv + (long long)j * D + d * 8 + 2 * t4) =
+                    fx_pack(dv_acc[d][2 * r], dv_acc[d][2 * r + 1]);
+            }
+        }
+    }
+}
+
+// dq (float32) rounded to the operand type: n elements, pairs per thread (n even).
+extern "C" __global__ void functx_flash_cast_@T@(const float2* __restrict__ x,
+                                                fx_u32* __restrict__ y, long long pairs) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < pairs) {
+        const float2 a = x[i];
+        y[i] = fx_pack(a.x, a.y);
+    }
+}
 """
 
 _WRAPPERS = r"""
@@ -313,6 +501,14 @@ extern "C" __global__ void __launch_bounds__(128) functx_flash_fwd_e@E@_@T@(
     fx_flash_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, L, S, scale_log2, causal,
                       want_out, want_stats);
 }
+
+extern "C" __global__ void __launch_bounds__(128) functx_flash_bwd_e@E@_@T@(
+        const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias,
+        const fx_u16* dout, const float* lse, const float* delta, float* dq, fx_u16* dk,
+        fx_u16* dv, int L, int S, float scale_log2, float scale, int causal) {
+    fx_flash_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, L, S, scale_log2, scale,
+                      causal);
+}
 """
 
 
@@ -322,8 +518,12 @@ def _tag(dtype: Any) -> str:
 
 def source(dtype: Any) -> str:
     """The CUDA C source of every flash kernel for ``dtype`` (float16 or bfloat16)."""
-    tag = _tag(dtype)
-    body = _SOURCE.replace("@BF16@", "1" if tag == "bf16" else "0")
+    return _source(_tag(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _source(tag: str) -> str:
+    body = _SOURCE.replace("@BF16@", "1" if tag == "bf16" else "0").replace("@T@", tag)
     return body + "".join(_WRAPPERS.replace("@E@", str(e)).replace("@T@", tag)
                           for e in HEAD_DIMS)
 
@@ -332,6 +532,11 @@ def _function(xp: Any, kind: str, e: int, dtype: Any) -> Any:
     tag = _tag(dtype)
     # The source has none of raw_function's placeholders; the float32 key adds no prefix.
     return raw_function(xp, source(dtype), f"functx_flash_{kind}_e{e}_{tag}",
+                        np.dtype(np.float32))
+
+
+def _function_cast(xp: Any, dtype: Any) -> Any:
+    return raw_function(xp, source(dtype), f"functx_flash_cast_{_tag(dtype)}",
                         np.dtype(np.float32))
 
 
@@ -412,3 +617,59 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
     _forward(xp, q3, k3, v3, _bias(xp, b, dt), out, out, out, out, scale, causal, True,
              False)
     return out.reshape(tuple(q.shape))
+
+
+def _bwd_shared_bytes(e: int) -> int:
+    """Dynamic shared memory of the backward kernel: K, V, Q and dO tiles (rows padded by 8
+    elements), dS^T (64 x 72) and 64 floats each of lse and delta."""
+    return 2 * (4 * _TILE * (e + 8) + _TILE * (_TILE + 8)) + 2 * 4 * _TILE
+
+
+def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, scale: float,
+                         causal: bool, bias_grad: bool) -> tuple:
+    """``dot_product_attention_grad`` (no soft-cap, 0-d bias) by the flash kernels: the
+    forward kernel for each row's log-sum-exp and ``rowsum(g * out)``, the backward kernel
+    (dq added up in float32), and dq rounded to the dtype.
+
+    Args:
+        xp: cupy.
+        q, k, v, b: as for :func:`flash_attention`.
+        g: the output's cotangent ``(..., L, E)``.
+        scale, causal: as for ``dot_product_attention_grad``.
+        bias_grad: also return the bias's cotangent: zeros of its shape and dtype (the
+            softmax ignores a constant added to every logit).
+
+    Returns:
+        ``(dq, dk, dv)``, and ``dbias`` with ``bias_grad``, in the operands' dtype.
+
+    Example:
+        >>> dq, dk, dv = flash_attention_grad(cupy, q, k, v, cupy.zeros((), q.dtype), g,
+        ...                                   scale=0.125, causal=True, bias_grad=False)
+    """
+    dt = np.dtype(q.dtype)
+    lead, L, S, e = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
+    n = math.prod(lead)
+    _check_sizes(n, L, S)
+    q3, k3, v3, g3 = (_operand(xp, a, n) for a in (q, k, v, g))
+    bias = _bias(xp, b, dt)
+    f32 = np.dtype(np.float32)
+    lse, delta = xp.empty((n, L), f32), xp.empty((n, L), f32)
+    _forward(xp, q3, k3, v3, bias, q3, lse, g3, delta, scale, causal, False, True)
+    dq32 = xp.zeros((n, L, e), f32)
+    dk, dv = xp.empty(k3.shape, dt), xp.empty(v3.shape, dt)
+    fn = _function(xp, "bwd", e, dt)
+    smem = _bwd_shared_bytes(e)
+    if smem > 48 * 1024 and fn not in _BIG_SHARED:  # once per kernel (a driver call)
+        fn.max_dynamic_shared_size_bytes = smem
+        _BIG_SHARED.add(fn)
+    fn((n, -(-S // _TILE)), (_THREADS,),
+       (q3, k3, v3, bias, g3, lse, delta, dq32, dk, dv, np.int32(L), np.int32(S),
+        np.float32(scale * _LOG2E), np.float32(scale), np.int32(causal)), shared_mem=smem)
+    dq = xp.empty(q3.shape, dt)
+    pairs = n * L * e // 2
+    cast = _function_cast(xp, dt)
+    cast((-(-pairs // 256),), (256,), (dq32, dq, np.int64(pairs)))
+    outs = (dq.reshape(tuple(q.shape)), dk.reshape(tuple(k.shape)), dv.reshape(tuple(v.shape)))
+    if bias_grad:
+        outs += (xp.zeros(tuple(np.shape(b)), np.dtype(getattr(b, "dtype", dt))),)
+    return outs

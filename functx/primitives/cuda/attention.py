@@ -248,6 +248,9 @@ def dot_product_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, 
     if 0 in q.shape or 0 in k.shape or 0 in v.shape:  # nothing for the kernels to do
         return fallback(xp, q, k, v, b, g, scale=scale, causal=causal, softcap=softcap,
                         bias_grad=bias_grad)
+    if FLASH and flash.supported(xp, q, k, v, b, softcap):
+        return flash.flash_attention_grad(xp, q, k, v, b, g, scale=scale, causal=causal,
+                                          bias_grad=bias_grad)
     dt = np.dtype(q.dtype)
     lead = tuple(q.shape[:-2])
     ct, (N, L, S, E, Ev), (q3, k3, v3, g3), bias, layout, nc, blocks, size = \
