@@ -10,8 +10,9 @@ diagonal). ``S = Q K^T`` on tensor cores (``mma.sync.m16n8k16``, float32 accumul
 the online softmax on the accumulator fragments in registers (row maxima and sums across
 the 4 threads of a quad), and ``P`` rounded to the operand type in registers and reused as
 the A operand of ``P V`` (the C fragment of m16n8k16 is laid out as its A fragment). K and
-V tiles are staged in shared memory (rows padded by 16 bytes: conflict-free ``ldmatrix``;
-``.trans`` for V). The logits are handled in base 2 (``scale * log2(e)`` folded in,
+V tiles are staged in shared memory, two buffers each, the next tile loaded with
+``cp.async`` while the current one is used (rows padded by 16 bytes: conflict-free
+``ldmatrix``; ``.trans`` for V). The logits are handled in base 2 (``scale * log2(e)`` folded in,
 ``ex2.approx``). With flags the same kernel also writes the per-row log-sum-exp (base 2)
 and ``D = rowsum(dO * O)`` with ``O`` in float32 on chip (the backward's first pass; the
 output itself is not written then).
@@ -21,7 +22,9 @@ each warp owning 16 keys; the loop runs over tiles of 64 queries from the causal
 Per tile: ``S^T = K Q^T``, ``P^T = exp2(S^T - lse)``, ``dV += P^T dO``,
 ``dP^T = V dO^T``, ``dS^T = P^T (dP^T - D)``, ``dK += dS^T Q`` (all in registers, P^T and
 dS^T reused as A operands), and ``dQ += dS K`` through ``dS^T`` in shared memory, added
-with float32 ``atomicAdd`` into a float32 scratch, cast to the dtype at the end.
+with float32 ``atomicAdd`` into a float32 scratch, cast to the dtype at the end. The next
+Q and dO tiles are loaded with ``cp.async`` while the current ones are used (for
+``E <= 64``; at 128 the shared memory would allow one block per SM).
 
 A 0-d bias adds one constant to every logit, which the softmax ignores: the kernels read
 it only to propagate a non-finite one (``-inf`` masks every row: zeros, as the reference;
@@ -117,17 +120,30 @@ __device__ __forceinline__ void fx_ldm4_t(fx_u32* r, const fx_u16* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
 }
 
-// Rows 0 .. 63 of a (rows, D) tile at g into shared memory (row stride D + 8); rows from
-// `valid` on are zeros. 16-byte loads (D a multiple of 8, g 16-byte aligned).
+// Rows 0 .. 63 of a (rows, D) tile at g into shared memory (row stride D + 8) with
+// cp.async, asynchronously (16-byte copies; D a multiple of 8, g 16-byte aligned); rows
+// from `valid` on are zero-filled. Complete after fx_cp_commit, fx_cp_wait and a barrier.
 template <int D>
-__device__ __forceinline__ void fx_load_tile(fx_u16* sm, const fx_u16* g, int valid) {
+__device__ __forceinline__ void fx_cp_tile(fx_u16* sm, const fx_u16* g, int valid) {
     constexpr int CH = D / 8;
     for (int c = threadIdx.x; c < FX_TILE * CH; c += blockDim.x) {
         const int r = c / CH, cc = c - r * CH;
-        uint4 x = make_uint4(0u, 0u, 0u, 0u);
-        if (r < valid) x = *reinterpret_cast<const uint4*>(g + (long long)r * D + cc * 8);
-        *reinterpret_cast<uint4*>(sm + r * (D + 8) + cc * 8) = x;
+        const bool ok = r < valid;
+        const fx_u16* src = g + (ok ? (long long)r * D + cc * 8 : 0LL);
+        const fx_u32 dst = (fx_u32)__cvta_generic_to_shared(sm + r * (D + 8) + cc * 8);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                     :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
     }
+}
+
+__device__ __forceinline__ void fx_cp_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Waits until at most N committed groups of this thread are pending.
+template <int N>
+__device__ __forceinline__ void fx_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 
 // A 0-d bias: 0 when finite (the softmax ignores a constant), else itself (base 2).
@@ -156,8 +172,13 @@ __device__ __forceinline__ void fx_flash_fwd(
         fx_u16* __restrict__ out, float* __restrict__ lse, const fx_u16* __restrict__ dout,
         float* __restrict__ delta, int L, int S, float scale_log2, int causal, int want_out,
         int want_stats) {
-    __shared__ __align__(16) fx_u16 sK[FX_TILE * (D + 8)];
-    __shared__ __align__(16) fx_u16 sV[FX_TILE * (D + 8)];
+    // Two buffers of K and V tiles (dynamic shared memory): tile t + 1 is loaded
+    // (cp.async) while tile t is used.
+    extern __shared__ __align__(16) unsigned char fx_smem[];
+    fx_u16* sK0 = reinterpret_cast<fx_u16*>(fx_smem);
+    fx_u16* sV0 = sK0 + FX_TILE * (D + 8);
+    fx_u16* sK1 = sV0 + FX_TILE * (D + 8);
+    fx_u16* sV1 = sK1 + FX_TILE * (D + 8);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const long long n = blockIdx.x;
     const int i0 = (gridDim.y - 1 - blockIdx.y) * FX_TILE;  // the longest rows first
@@ -166,13 +187,18 @@ __device__ __forceinline__ void fx_flash_fwd(
     v += n * S * D;
     const float bb = fx_bias(bias);
 
-    // This warp's 16 rows of Q, as A fragments, through shared memory.
-    fx_load_tile<D>(sK, q, min(FX_TILE, L - i0));
+    // This warp's 16 rows of Q, as A fragments, through the second K buffer; the first
+    // K and V tiles into the first buffers.
+    fx_cp_tile<D>(sK1, q, min(FX_TILE, L - i0));
+    fx_cp_tile<D>(sK0, k, min(FX_TILE, S));
+    fx_cp_tile<D>(sV0, v, min(FX_TILE, S));
+    fx_cp_commit();
+    fx_cp_wait<0>();
     __syncthreads();
     fx_u32 qf[D / 16][4];
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks)
-        fx_ldm4(qf[ks], sK + (warp * 16 + (lane & 15)) * (D + 8) + ks * 16 + (lane >> 4) * 8);
+        fx_ldm4(qf[ks], sK1 + (warp * 16 + (lane & 15)) * (D + 8) + ks * 16 + (lane >> 4) * 8);
     __syncthreads();
 
     float o[D / 8][4];
@@ -181,9 +207,19 @@ __device__ __forceinline__ void fx_flash_fwd(
     float m[2] = {FX_NEG_INF, FX_NEG_INF}, l[2] = {0.f, 0.f};
     const int row0 = i0 + warp * 16 + g;  // this thread's rows: row0 and row0 + 8
     const int kend = causal ? min(S, i0 + FX_TILE) : S;
-    for (int j0 = 0; j0 < kend; j0 += FX_TILE) {
-        fx_load_tile<D>(sK, k + (long long)j0 * D, min(FX_TILE, S - j0));
-        fx_load_tile<D>(sV, v + (long long)j0 * D, min(FX_TILE, S - j0));
+    for (int j0 = 0, it = 0; j0 < kend; j0 += FX_TILE, ++it) {
+        const fx_u16* sK = (it & 1) ? sK1 : sK0;
+        const fx_u16* sV = (it & 1) ? sV1 : sV0;
+        if (j0 + FX_TILE < kend) {  // the next tile into the other buffers (last read in
+            // the previous iteration, which ended with a barrier)
+            const int jn = j0 + FX_TILE;
+            fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * D, min(FX_TILE, S - jn));
+            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * D, min(FX_TILE, S - jn));
+            fx_cp_commit();
+            fx_cp_wait<1>();
+        } else {
+            fx_cp_wait<0>();
+        }
         __syncthreads();
         float s[8][4];
 #pragma unroll
@@ -305,10 +341,12 @@ __device__ __forceinline__ void fx_flash_fwd(
         }
     }
 }
+
 // The backward pass of one (batch entry, tile of 64 keys): dk, dv (N, S, D) written in the
 // operand type, dq (N, L, D) float32 added to (atomicAdd; zeroed by the caller). lse and
 // delta from fx_flash_fwd (want_stats). Shared memory (dynamic): K, V, Q, dO tiles
-// (row stride D + 8), dS^T (64 x 72) and 64 values each of lse and delta.
+// (row stride D + 8; Q and dO double-buffered for D <= 64), dS^T (64 x 72) and 64 values
+// each of lse and delta.
 template <int D>
 __device__ __forceinline__ void fx_flash_bwd(
         const fx_u16* __restrict__ q, const fx_u16* __restrict__ k,
@@ -320,9 +358,14 @@ __device__ __forceinline__ void fx_flash_bwd(
     constexpr int RS = D + 8, DSS = FX_TILE + 8;
     fx_u16* sK = reinterpret_cast<fx_u16*>(fx_smem);
     fx_u16* sV = sK + FX_TILE * RS;
-    fx_u16* sQ = sV + FX_TILE * RS;
-    fx_u16* sO = sQ + FX_TILE * RS;  // dO
-    fx_u16* sS = sO + FX_TILE * RS;  // dS^T: [key][query]
+    // Q and dO tiles: two buffers each when D <= 64 (tile t + 1 loaded while tile t is
+    // used), else one (loaded at the start of each iteration).
+    constexpr int NB = (D <= 64) ? 2 : 1;
+    fx_u16* sQ0 = sV + FX_TILE * RS;
+    fx_u16* sO0 = sQ0 + FX_TILE * RS;  // dO
+    fx_u16* sQ1 = (NB == 2) ? sO0 + FX_TILE * RS : sQ0;
+    fx_u16* sO1 = (NB == 2) ? sQ1 + FX_TILE * RS : sO0;
+    fx_u16* sS = sO0 + (2 * NB - 1) * FX_TILE * RS;  // dS^T: [key][query]
     float* sL = reinterpret_cast<float*>(sS + FX_TILE * DSS);
     float* sD = sL + FX_TILE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
@@ -336,8 +379,14 @@ __device__ __forceinline__ void fx_flash_bwd(
     k += (n * S + j0) * D;
     v += (n * S + j0) * D;
     const float bb = fx_bias(bias);
-    fx_load_tile<D>(sK, k, min(FX_TILE, S - j0));
-    fx_load_tile<D>(sV, v, min(FX_TILE, S - j0));
+    const int istart = causal ? j0 : 0;  // (a multiple of the tile)
+    fx_cp_tile<D>(sK, k, min(FX_TILE, S - j0));
+    fx_cp_tile<D>(sV, v, min(FX_TILE, S - j0));
+    if (istart < L) {
+        fx_cp_tile<D>(sQ0, q + (long long)istart * D, min(FX_TILE, L - istart));
+        fx_cp_tile<D>(sO0, dout + (long long)istart * D, min(FX_TILE, L - istart));
+    }
+    fx_cp_commit();
 
     float dk_acc[D / 8][4], dv_acc[D / 8][4];
 #pragma unroll
@@ -346,10 +395,25 @@ __device__ __forceinline__ void fx_flash_bwd(
         dv_acc[d][0] = dv_acc[d][1] = dv_acc[d][2] = dv_acc[d][3] = 0.f;
     }
     const int key0 = j0 + warp * 16 + g;  // this thread's keys: key0 and key0 + 8
-    const int istart = causal ? j0 : 0;   // (a multiple of the tile)
-    for (int i0 = istart; i0 < L; i0 += FX_TILE) {
-        fx_load_tile<D>(sQ, q + (long long)i0 * D, min(FX_TILE, L - i0));
-        fx_load_tile<D>(sO, dout + (long long)i0 * D, min(FX_TILE, L - i0));
+    for (int i0 = istart, it = 0; i0 < L; i0 += FX_TILE, ++it) {
+        const fx_u16* sQ = (it & 1) ? sQ1 : sQ0;  // (the same buffers when NB == 1)
+        const fx_u16* sO = (it & 1) ? sO1 : sO0;
+        const int in = i0 + FX_TILE;
+        if (NB == 2 && in < L) {  // the next tile into the other buffers (last read in the
+            // previous iteration, which ended with a barrier)
+            fx_cp_tile<D>((it & 1) ? sQ0 : sQ1, q + (long long)in * D, min(FX_TILE, L - in));
+            fx_cp_tile<D>((it & 1) ? sO0 : sO1, dout + (long long)in * D,
+                          min(FX_TILE, L - in));
+            fx_cp_commit();
+            fx_cp_wait<1>();
+        } else {
+            if (NB == 1 && it > 0) {  // (the buffers were last read before the last barrier)
+                fx_cp_tile<D>(sQ0, q + (long long)i0 * D, min(FX_TILE, L - i0));
+                fx_cp_tile<D>(sO0, dout + (long long)i0 * D, min(FX_TILE, L - i0));
+                fx_cp_commit();
+            }
+            fx_cp_wait<0>();
+        }
         if (threadIdx.x < FX_TILE) {
             const int i = i0 + threadIdx.x;
             sL[threadIdx.x] = (i < L) ? lse[i] : FX_POS_INF;
@@ -465,6 +529,7 @@ __device__ __forceinline__ void fx_flash_bwd(
         }
         __syncthreads();
     }
+    fx_cp_wait<0>();  // (K and V when no query tile was visited)
     dk += (n * S) * D;
     dv += (n * S) * D;
 #pragma unroll
@@ -494,7 +559,7 @@ extern "C" __global__ void functx_flash_cast_@T@(const float2* __restrict__ x,
 """
 
 _WRAPPERS = r"""
-extern "C" __global__ void __launch_bounds__(128) functx_flash_fwd_e@E@_@T@(
+extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_fwd_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias, fx_u16* out,
         float* lse, const fx_u16* dout, float* delta, int L, int S, float scale_log2,
         int causal, int want_out, int want_stats) {
@@ -502,7 +567,7 @@ extern "C" __global__ void __launch_bounds__(128) functx_flash_fwd_e@E@_@T@(
                       want_out, want_stats);
 }
 
-extern "C" __global__ void __launch_bounds__(128) functx_flash_bwd_e@E@_@T@(
+extern "C" __global__ void __launch_bounds__(128, @MINB@) functx_flash_bwd_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias,
         const fx_u16* dout, const float* lse, const float* delta, float* dq, fx_u16* dk,
         fx_u16* dv, int L, int S, float scale_log2, float scale, int causal) {
@@ -524,8 +589,11 @@ def source(dtype: Any) -> str:
 @functools.lru_cache(maxsize=None)
 def _source(tag: str) -> str:
     body = _SOURCE.replace("@BF16@", "1" if tag == "bf16" else "0").replace("@T@", tag)
+    # Blocks per SM the registers must allow (the shared memory allows them): forward 4
+    # (at most 128 registers a thread) for E <= 64, else 3 (168); backward 3 for E <= 64.
     return body + "".join(_WRAPPERS.replace("@E@", str(e)).replace("@T@", tag)
-                          for e in HEAD_DIMS)
+                          .replace("@MINF@", "4" if e <= 64 else "3")
+                          .replace("@MINB@", "3" if e <= 64 else "1") for e in HEAD_DIMS)
 
 
 def _function(xp: Any, kind: str, e: int, dtype: Any) -> Any:
@@ -577,10 +645,19 @@ def _forward(xp: Any, q3: Any, k3: Any, v3: Any, bias: Any, out: Any, lse: Any, 
     n, L, e = q3.shape
     S = k3.shape[1]
     fn = _function(xp, "fwd", e, q3.dtype)
-    grid = (n, -(-L // _TILE))
-    fn(grid, (_THREADS,), (q3, k3, v3, bias, out, lse, dout, delta, np.int32(L),
-                           np.int32(S), np.float32(scale * _LOG2E), np.int32(causal),
-                           np.int32(want_out), np.int32(want_stats)))
+    _launch(fn, (n, -(-L // _TILE)), _fwd_shared_bytes(e),
+            (q3, k3, v3, bias, out, lse, dout, delta, np.int32(L), np.int32(S),
+             np.float32(scale * _LOG2E), np.int32(causal), np.int32(want_out),
+             np.int32(want_stats)))
+
+
+def _launch(fn: Any, grid: tuple, smem: int, args: tuple) -> None:
+    """Launches ``fn`` with 128 threads and ``smem`` bytes of dynamic shared memory
+    (allowing the kernel more than 48 KiB once, a driver call)."""
+    if smem > 48 * 1024 and fn not in _BIG_SHARED:
+        fn.max_dynamic_shared_size_bytes = smem
+        _BIG_SHARED.add(fn)
+    fn(grid, (_THREADS,), args, shared_mem=smem)
 
 
 def _check_sizes(n: int, L: int, S: int) -> None:
@@ -619,10 +696,17 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
     return out.reshape(tuple(q.shape))
 
 
+def _fwd_shared_bytes(e: int) -> int:
+    """Dynamic shared memory of the forward kernel: two buffers of K and V tiles (rows
+    padded by 8 elements)."""
+    return 2 * 4 * _TILE * (e + 8)
+
+
 def _bwd_shared_bytes(e: int) -> int:
-    """Dynamic shared memory of the backward kernel: K, V, Q and dO tiles (rows padded by 8
-    elements), dS^T (64 x 72) and 64 floats each of lse and delta."""
-    return 2 * (4 * _TILE * (e + 8) + _TILE * (_TILE + 8)) + 2 * 4 * _TILE
+    """Dynamic shared memory of the backward kernel: K and V tiles, Q and dO tiles (two
+    buffers each when ``e <= 64``), dS^T (64 x 72) and 64 floats each of lse and delta."""
+    tiles = 2 + 2 * (2 if e <= 64 else 1)
+    return 2 * (tiles * _TILE * (e + 8) + _TILE * (_TILE + 8)) + 2 * 4 * _TILE
 
 
 def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, scale: float,
@@ -657,14 +741,9 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     _forward(xp, q3, k3, v3, bias, q3, lse, g3, delta, scale, causal, False, True)
     dq32 = xp.zeros((n, L, e), f32)
     dk, dv = xp.empty(k3.shape, dt), xp.empty(v3.shape, dt)
-    fn = _function(xp, "bwd", e, dt)
-    smem = _bwd_shared_bytes(e)
-    if smem > 48 * 1024 and fn not in _BIG_SHARED:  # once per kernel (a driver call)
-        fn.max_dynamic_shared_size_bytes = smem
-        _BIG_SHARED.add(fn)
-    fn((n, -(-S // _TILE)), (_THREADS,),
-       (q3, k3, v3, bias, g3, lse, delta, dq32, dk, dv, np.int32(L), np.int32(S),
-        np.float32(scale * _LOG2E), np.float32(scale), np.int32(causal)), shared_mem=smem)
+    _launch(_function(xp, "bwd", e, dt), (n, -(-S // _TILE)), _bwd_shared_bytes(e),
+            (q3, k3, v3, bias, g3, lse, delta, dq32, dk, dv, np.int32(L), np.int32(S),
+             np.float32(scale * _LOG2E), np.float32(scale), np.int32(causal)))
     dq = xp.empty(q3.shape, dt)
     pairs = n * L * e // 2
     cast = _function_cast(xp, dt)
