@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 import functx as fx
 import functx.compiler as compiler
+import functx.nn as fnn
 import functx.numpy as fnp
 from functx.compiler import cuda as gen
 from functx.compiler.lowering import fuse
@@ -312,14 +313,39 @@ def test_a_step_that_reads_the_host_runs_eagerly() -> None:
 
 
 @needs_gpu
-def test_a_step_moving_much_memory_per_kernel_is_not_captured() -> None:
+def test_a_step_moving_much_memory_per_kernel_is_not_captured(monkeypatch) -> None:
+    # copies priced far above any host time: the timed second call declines
+    monkeypatch.setattr(cuda_graph, "COPY_BYTES_PER_S", 1e3)
     x = to_dev(np.ones((2048, 2048), np.float32))
     f = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0)  # one kernel, 32 MB in and out
     before = dict(cuda_graph.STATS)
-    for _ in range(3):
-        f(x)
+    for _ in range(4):
+        assert_matches(f(x), np.sin(np.ones((2048, 2048))) * 2 + 1, "declined step", 1e-6,
+                       1e-6)
     assert cuda_graph.STATS["declined"] == before["declined"] + 1
     assert cuda_graph.STATS["captured"] == before["captured"]
+
+
+@needs_gpu
+def test_a_big_step_whose_host_time_pays_for_its_copies_is_captured(monkeypatch) -> None:
+    # copies priced at nothing: a step above BYTES_PER_LAUNCH is captured at its third call
+    monkeypatch.setattr(cuda_graph, "COPY_BYTES_PER_S", float("inf"))
+    monkeypatch.setattr(cuda_graph, "COPY_S", 0.0)
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 4, 512, 64)).astype(np.float32) for _ in range(3))
+
+    def loss(q, k, v):
+        return fnp.sum(fnn.scaled_dot_product_attention(q, k, v, is_causal=True) ** 2)
+
+    want = fx.grad(loss, argnums=(0, 1, 2))(q, k, v)
+    g = fx.jit(fx.grad(loss, argnums=(0, 1, 2)))
+    before = dict(cuda_graph.STATS)
+    for i in range(4):
+        got = g(*to_dev((q, k, v)))
+        assert cuda_graph.STATS["captured"] == before["captured"] + (i >= 2)
+        for a, b in zip(got, want):
+            assert_matches(a, b, "captured attention step", 2e-4, 2e-4)
+    assert cuda_graph.STATS["declined"] == before["declined"]
 
 
 @needs_gpu

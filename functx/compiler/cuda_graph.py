@@ -7,8 +7,11 @@ own input buffers, the graph is launched on the current stream, and the outputs 
 out of the graph's buffers (so results never alias the next call's). A graph replays in a
 few microseconds of host time however many kernels it holds, which is what steps bound by
 host time (small models, loop bodies) need. A step whose inputs and outputs are large next
-to its number of kernels is not captured (:data:`BYTES_PER_LAUNCH`): copying them would
-cost more than the launches save.
+to its number of steps (:data:`BYTES_PER_LAUNCH`) is timed: its second call runs eagerly,
+and it is captured at its third only if that call's host time was more than twice what
+copying its inputs and outputs costs (:data:`COPY_BYTES_PER_S`, :data:`COPY_S`). One step
+may hide many launches (attention: a dozen GEMMs and row kernels), so the count of steps
+alone cannot decide.
 
 Memory: everything the step allocates while it is captured comes from a memory pool of the
 graph's own (reused inside the step as it would be eagerly, never handed to other code), so
@@ -24,6 +27,7 @@ warning (the result is the same, only slower). ``FUNCTX_CUDA_GRAPHS=0`` (read at
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable
 
 from functx.backends._cuda import CAPTURE_KEEP, CAPTURING, GRAPH_POOLS
@@ -38,6 +42,11 @@ STATS = {"captured": 0, "failed": 0, "declined": 0}
 # moves at most this many bytes per launch it would save. A small MLP's step (25 launches,
 # 0.2 MB) is captured; layer norm on 8192x4096 (4 launches, 400 MB) is not.
 BYTES_PER_LAUNCH = 5 << 20
+# What a replay's copies cost, conservatively (an H100 copies about 1.5 TB/s device to
+# device, a few microseconds per copy): a step above BYTES_PER_LAUNCH is captured only if
+# its eager host time was more than twice this.
+COPY_BYTES_PER_S = 1e12
+COPY_S = 5e-6
 
 _D2D = 3  # cudaMemcpyDeviceToDevice
 _STATE = {"on": os.environ.get("FUNCTX_CUDA_GRAPHS", "1").strip() not in ("0", "false", "off")}
@@ -64,7 +73,7 @@ class CudaGraph:
     """
 
     __slots__ = ("step", "launches", "calls", "failed", "graph", "ins", "outs", "pool",
-                 "device", "keep", "__weakref__")
+                 "device", "keep", "copy_s", "__weakref__")
 
     def __init__(self, step: Callable[[list], list], launches: int) -> None:
         self.step, self.launches = step, launches
@@ -73,6 +82,7 @@ class CudaGraph:
         self.graph = self.ins = self.outs = self.pool = None
         self.device = None
         self.keep: list = []  # pinned host constants the graph copies from at each replay
+        self.copy_s: float | None = None  # what a replay's copies would cost (timed steps)
 
     def __call__(self, inputs: list) -> list:
         import cupy
@@ -81,8 +91,15 @@ class CudaGraph:
         if self.graph is None:
             if self.calls == 1:
                 outs = self.step(inputs)
-                moved = sum(a.nbytes for a in [*inputs, *outs] if isinstance(a, cupy.ndarray))
-                if moved > self.launches * BYTES_PER_LAUNCH:
+                arrays = [a for a in [*inputs, *outs] if isinstance(a, cupy.ndarray)]
+                moved = sum(a.nbytes for a in arrays)
+                if moved > self.launches * BYTES_PER_LAUNCH:  # time the next call
+                    self.copy_s = moved / COPY_BYTES_PER_S + len(arrays) * COPY_S
+                return outs
+            if self.calls == 2 and self.copy_s is not None:
+                start = time.perf_counter()
+                outs = self.step(inputs)  # (kernels are queued: this is host time)
+                if time.perf_counter() - start < 2 * self.copy_s:
                     self.failed = True  # the copies would cost more than the launches saved
                     STATS["declined"] += 1
                 return outs

@@ -58,7 +58,7 @@ typedef unsigned int fx_u32;
 typedef unsigned short fx_u16;
 
 #define FX_TILE 64
-#define FX_NEG_INF __int_as_float((int)0xff800000u)
+#define FX_MINUS_INF __int_as_float((int)0xff800000u)
 #define FX_POS_INF __int_as_float((int)0x7f800000u)
 
 // Two floats rounded to the operand type and packed (lo in the low half).
@@ -204,7 +204,7 @@ __device__ __forceinline__ void fx_flash_fwd(
     float o[D / 8][4];
 #pragma unroll
     for (int d = 0; d < D / 8; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-    float m[2] = {FX_NEG_INF, FX_NEG_INF}, l[2] = {0.f, 0.f};
+    float m[2] = {FX_MINUS_INF, FX_MINUS_INF}, l[2] = {0.f, 0.f};
     const int row0 = i0 + warp * 16 + g;  // this thread's rows: row0 and row0 + 8
     const int kend = causal ? min(S, i0 + FX_TILE) : S;
     for (int j0 = 0, it = 0; j0 < kend; j0 += FX_TILE, ++it) {
@@ -243,7 +243,7 @@ __device__ __forceinline__ void fx_flash_fwd(
                 float x = s[nb][e] * scale_log2 + bb;
                 if (mask) {
                     const int j = j0 + nb * 8 + 2 * t4 + (e & 1), i = row0 + (e >> 1) * 8;
-                    if (j >= S || (causal && j > i)) x = FX_NEG_INF;
+                    if (j >= S || (causal && j > i)) x = FX_MINUS_INF;
                 }
                 s[nb][e] = x;
             }
@@ -258,7 +258,7 @@ __device__ __forceinline__ void fx_flash_fwd(
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fx_quad_max(mx[r]);
-            base[r] = (mx[r] == FX_NEG_INF) ? 0.f : mx[r];  // a row masked so far
+            base[r] = (mx[r] == FX_MINUS_INF) ? 0.f : mx[r];  // a row masked so far
             alpha[r] = fx_exp2(m[r] - base[r]);
             m[r] = mx[r];
         }
