@@ -225,6 +225,8 @@ def test_sources_name_every_kernel_and_fit_shared_memory() -> None:
                 assert f"functx_flash_{kind}_e{e}_{tag}(" in src
         assert f"functx_flash_cast_{tag}(" in src
         assert "@" not in src  # every placeholder substituted
+        for token in ("NEG_INF", "CTYPE", "STYPE", "LOAD_STORE"):  # raw_function's: they
+            assert token not in src  # would be replaced inside the source
     for e in _flash.HEAD_DIMS:  # 3 blocks per SM fit in an H100's 227 KiB (1 KiB each
         # reserved) for the forward; the backward at E = 128 fits one
         assert 3 * (_flash._fwd_shared_bytes(e) + 1024) <= 227 * 1024
