@@ -427,7 +427,8 @@ __device__ __forceinline__ void fx_flash32_bwd(
             if (i < L) {
                 float* row = dq + (long long)i * D;
 #pragma unroll
-                for (int c = 0; c < DC; ++c) atomicAdd(row + fx_col<D>(tx, c), acc[r][c] * scale);
+                for (int c = 0; c < DC; ++c)
+                    atomicAdd(row + fx_col<D>(tx, c), acc[r][c] * scale);
             }
         }
         // (no barrier: the next iteration writes sP only after its first barrier, and sL,
@@ -616,7 +617,8 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     _launch(_function(xp, "bwd", e), (n, -(-S // _TILE)), bwd_shared_bytes(e),
             (q3, k3, v3, bias, g3, lse, delta, dq, dk, dv, np.int32(L), np.int32(S),
              np.float32(scale * _LOG2E), np.float32(scale), np.int32(causal)))
-    outs = (dq.reshape(tuple(q.shape)), dk.reshape(tuple(k.shape)), dv.reshape(tuple(v.shape)))
+    outs = (dq.reshape(tuple(q.shape)), dk.reshape(tuple(k.shape)),
+            dv.reshape(tuple(v.shape)))
     if bias_grad:
         outs += (xp.zeros(tuple(np.shape(b)), np.dtype(getattr(b, "dtype", _F32))),)
     return outs
