@@ -25,7 +25,8 @@ over tiles of 64 queries from the causal start. Per tile: ``S^T = K Q^T`` and
 ``dP^T = V dO^T`` in registers, ``P^T = exp2(S^T - lse)``, ``dS^T = P^T (dP^T - D)``,
 both through shared memory for ``dV += P^T dO`` and ``dK += dS^T Q`` (registers); then
 ``dS`` (transposed into shared memory) for ``dQ += dS K``, added to dq (float32) with
-``atomicAdd``. The next Q and dO tiles load (``cp.async``) during the dQ product.
+``atomicAdd`` (16-byte vector atomics on sm_90). The next Q and dO tiles load
+(``cp.async``) during the dQ product.
 
 A 0-d bias adds one constant to every logit, which the softmax ignores: the kernels read
 it only to propagate a non-finite one (``-inf`` masks every row: zeros, as the reference;
@@ -141,6 +142,25 @@ __device__ __forceinline__ void fx_store_cols(float* row, int tx, const float* b
             *reinterpret_cast<float4*>(row + h * 64 + tx * 4) =
                 make_float4(b[4 * h], b[4 * h + 1], b[4 * h + 2], b[4 * h + 3]);
     }
+}
+
+// row[fx_col(tx, c)] += b[c] for c < D/16 (global memory, atomically): 16- or 8-byte
+// vector atomics on sm_90 and later, else one float at a time.
+template <int D>
+__device__ __forceinline__ void fx_atomic_add_cols(float* row, int tx, const float* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (D == 32) {
+        atomicAdd(reinterpret_cast<float2*>(row + tx * 2), make_float2(b[0], b[1]));
+    } else {
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h)
+            atomicAdd(reinterpret_cast<float4*>(row + h * 64 + tx * 4),
+                      make_float4(b[4 * h], b[4 * h + 1], b[4 * h + 2], b[4 * h + 3]));
+    }
+#else
+#pragma unroll
+    for (int c = 0; c < D / 16; ++c) atomicAdd(row + fx_col<D>(tx, c), b[c]);
+#endif
 }
 
 // acc[r][c] += sum_d A[ty + 16 r][d] * B[tx + 16 c][d]: two 64-row tiles of D floats in
@@ -425,10 +445,9 @@ __device__ __forceinline__ void fx_flash32_bwd(
         for (int r = 0; r < 4; ++r) {
             const int i = i0 + ty + 16 * r;
             if (i < L) {
-                float* row = dq + (long long)i * D;
 #pragma unroll
-                for (int c = 0; c < DC; ++c)
-                    atomicAdd(row + fx_col<D>(tx, c), acc[r][c] * scale);
+                for (int c = 0; c < DC; ++c) acc[r][c] *= scale;
+                fx_atomic_add_cols<D>(dq + (long long)i * D, tx, acc[r]);
             }
         }
         // (no barrier: the next iteration writes sP only after its first barrier, and sL,
