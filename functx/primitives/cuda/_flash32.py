@@ -401,17 +401,23 @@ __device__ __forceinline__ void fx_flash32_bwd(
         // P^T = exp2(S^T - lse), masked; dS^T = P^T (dP^T - delta).
         const bool mask = (i0 + FX_TILE > L) || (j0 + FX_TILE > S)
                           || (causal && j0 + FX_TILE - 1 > i0);
+        float lc[4], dc[4];  // lse and delta of this thread's queries
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            lc[c] = sL[tx + 16 * c];
+            dc[c] = sD[tx + 16 * c];
+        }
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
                 const int col = tx + 16 * c;  // query i0 + col
-                float p = exp2f(s[r][c] * scale_log2 + bb - sL[col]);
+                float p = exp2f(s[r][c] * scale_log2 + bb - lc[c]);
                 if (mask) {
                     const int i = i0 + col, j = j0 + ty + 16 * r;
                     if (i >= L || j >= S || (causal && j > i)) p = 0.f;
                 }
-                const float ds = p * (dp[r][c] - sD[col]);
+                const float ds = p * (dp[r][c] - dc[c]);
                 sP[(ty + 16 * r) * FX_PS + col] = p;
                 sT[(ty + 16 * r) * FX_PS + col] = ds;
                 dp[r][c] = ds;
