@@ -23,7 +23,7 @@ from functx.primitives.cuda import attention as cuda_attention
 
 from tests.test_cuda import IS_CUDA, to_dev
 
-pytestmark = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
+gpu = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -92,6 +92,7 @@ def old_path(monkeypatch, fn):
         monkeypatch.setattr(cuda_attention, "FLASH", True)
 
 
+@gpu
 @pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{b}-{L}-{S}-{E}" for b, L, S, E in SHAPES])
@@ -113,6 +114,7 @@ def test_forward_matches_float64(shape, causal, dt, counted, monkeypatch) -> Non
     assert err <= max(RATIO * old_err, FLOOR[dt]), (err, old_err)
 
 
+@gpu
 @pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
 def test_forward_zero_d_bias(dt, counted) -> None:
     (q, k, v), (q64, k64, v64) = operands((2,), 70, 90, 64, dt)
@@ -128,6 +130,7 @@ def test_forward_zero_d_bias(dt, counted) -> None:
     assert counted["fwd"] == 2
 
 
+@gpu
 def test_declines_what_it_does_not_support(counted) -> None:
     (q, k, v), _ = operands((2,), 20, 30, 64, BF16)
     dq, dk, dv = to_dev((q, k, v))
@@ -140,6 +143,7 @@ def test_declines_what_it_does_not_support(counted) -> None:
     assert counted["fwd"] == 0
 
 
+@gpu
 @pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{b}-{L}-{S}-{E}" for b, L, S, E in SHAPES])
@@ -162,6 +166,7 @@ def test_gradients_match_float64(shape, causal, dt, counted, monkeypatch) -> Non
         assert err <= max(RATIO * old_err, FLOOR[dt]), (name, err, old_err)
 
 
+@gpu
 @pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
 def test_zero_d_bias_gradient_is_zero(dt, counted) -> None:
     (q, k, v, g), (q64, k64, v64, g64) = operands((2, 2), 80, 50, 64, dt, n=4)
@@ -177,6 +182,7 @@ def test_zero_d_bias_gradient_is_zero(dt, counted) -> None:
         assert rel_err(host(x), w) <= TOL[dt]
 
 
+@gpu
 @pytest.mark.usefixtures("compiler_on")
 def test_jit_grad_of_causal_sdpa_in_bfloat16_matches_eager(counted) -> None:
     (q, k, v, w), (q64, k64, v64, w64) = operands((2, 4), 200, 200, 64, BF16, n=4)
@@ -206,3 +212,41 @@ def compiler_on():
     old = compiler.set_jit_compiler("numba")  # (graphs are the compiler's: see conftest.py)
     yield
     compiler.set_jit_compiler(old)
+
+
+# -- without a GPU ---------------------------------------------------------------------------
+
+def test_sources_name_every_kernel_and_fit_shared_memory() -> None:
+    for dt, tag in ((BF16, "bf16"), (F16, "f16")):
+        src = _flash.source(dt)
+        assert ("#define FX_BF16 1" in src) == (tag == "bf16")
+        for e in _flash.HEAD_DIMS:
+            for kind in ("fwd", "bwd"):
+                assert f"functx_flash_{kind}_e{e}_{tag}(" in src
+        assert f"functx_flash_cast_{tag}(" in src
+        assert "@" not in src  # every placeholder substituted
+        for token in ("NEG_INF", "CTYPE", "STYPE", "LOAD_STORE"):  # raw_function's: they
+            assert token not in src  # would be replaced inside the source
+    for e in _flash.HEAD_DIMS:  # 3 blocks per SM fit in an H100's 227 KiB (1 KiB each
+        # reserved) for the forward; the backward at E = 128 fits one
+        assert 3 * (_flash._fwd_shared_bytes(e) + 1024) <= 227 * 1024
+        assert (3 if e <= 64 else 1) * (_flash._bwd_shared_bytes(e) + 1024) <= 227 * 1024
+
+
+def test_declines_numpy_and_other_dtypes() -> None:
+    q = np.zeros((2, 5, 64), BF16)
+    b = np.zeros((), BF16)
+    assert not _flash.supported(np, q, q, q, b, None)  # not CuPy: the fake device too
+
+    class FakeCupy:
+        __name__ = "cupy"
+
+    xp = FakeCupy()
+    assert _flash.supported(xp, q, q, q, b, None)
+    assert not _flash.supported(xp, q, q, q, b, 5.0)
+    assert not _flash.supported(xp, q, q, q, np.zeros((5, 5), BF16), None)
+    assert not _flash.supported(xp, q.astype(np.float32), q, q, b, None)
+    assert not _flash.supported(xp, q, q, np.zeros((2, 5, 32), BF16), b, None)
+    q48 = np.zeros((2, 5, 48), F16)
+    assert not _flash.supported(xp, q48, q48, q48, b, None)
+    assert _flash.supported(xp, q.astype(F16), q.astype(F16), q.astype(F16), b, None)

@@ -45,6 +45,7 @@ for :func:`njit_variant`), so a second process loads them instead of compiling.
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -89,22 +90,36 @@ def apply_thread_policy(numba: Any = None) -> None:
 
 
 def tbb_loadable() -> bool:
-    """Whether Numba's TBB threading layer can load: oneTBB's ``libtbb.so.12`` is loaded
-    first from the environment's ``lib`` folder (where ``pip install tbb`` puts it, off the
-    loader's search path) when it is there, then Numba's TBB pool is imported. Off with
-    ``FUNCTX_TBB=0``."""
+    """Whether Numba's TBB threading layer can load: the ``tbb`` distribution's
+    ``libtbb.so.12`` is loaded first (``pip install tbb`` puts it off the loader's search
+    path), then Numba's TBB pool is imported. Off with ``FUNCTX_TBB=0``."""
     if os.environ.get("FUNCTX_TBB", "1") == "0":
         return False
     if "tbb" not in _state:
-        lib = os.path.join(sys.prefix, "lib", "libtbb.so.12")
         try:
-            if os.path.exists(lib):
+            lib = _tbb_library()
+            if lib is not None:
                 ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
             from numba.np.ufunc import tbbpool  # noqa: F401, PLC0415  (Numba's own pool)
             _state["tbb"] = True
         except (ImportError, OSError):
             _state["tbb"] = False
     return _state["tbb"]
+
+
+def _tbb_library() -> str | None:
+    """The path of the ``tbb`` distribution's ``libtbb.so.12`` (pip puts it in the
+    environment's ``lib`` folder: ``sys.prefix/lib`` in a virtual environment,
+    ``/usr/local/lib`` for a system Python), or None."""
+    try:
+        files = importlib.metadata.files("tbb") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for f in files:
+        if f.name == "libtbb.so.12":
+            return str(f.locate())
+    lib = os.path.join(sys.prefix, "lib", "libtbb.so.12")
+    return lib if os.path.exists(lib) else None
 
 
 def import_numba() -> Any:
