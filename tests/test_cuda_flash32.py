@@ -6,7 +6,8 @@ and its (zero) cotangent, non-contiguous operands; each error is also held to tw
 float32 path's error on the same case (``attention.FLASH32 = False``, GEMMs around row
 kernels), and the flash32 path is checked to be the one taken. Then ``jit(grad)`` of
 ``functx.nn.scaled_dot_product_attention(..., is_causal=True)`` in float32 against eager.
-Skips without a GPU (tests/test_cuda.py's ``IS_CUDA``).
+These skip without a GPU (tests/test_cuda.py's ``IS_CUDA``); the last two tests (the
+sources and ``supported``) run anywhere.
 
 Errors are relative to the reference's largest magnitude. A cotangent that is zero
 mathematically (dq and dk with one visible key per query: S = 1, or L = 1 causal) has no
@@ -29,7 +30,7 @@ from functx.primitives.cuda import attention as cuda_attention
 
 from tests.test_cuda import IS_CUDA, to_dev
 
-pytestmark = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
+gpu = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
 
 F32 = np.dtype(np.float32)
 TOL = 1e-5  # error relative to the reference's largest magnitude
@@ -103,6 +104,7 @@ def old_path(monkeypatch, fn):
         monkeypatch.setattr(cuda_attention, "FLASH32", True)
 
 
+@gpu
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{b}-{L}-{S}-{E}" for b, L, S, E in SHAPES])
 def test_forward_matches_float64(shape, causal, counted, monkeypatch) -> None:
@@ -123,6 +125,7 @@ def test_forward_matches_float64(shape, causal, counted, monkeypatch) -> None:
     assert err <= max(RATIO * old_err, FLOOR), (err, old_err)
 
 
+@gpu
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{b}-{L}-{S}-{E}" for b, L, S, E in SHAPES])
 def test_gradients_match_float64(shape, causal, counted, monkeypatch) -> None:
@@ -144,6 +147,7 @@ def test_gradients_match_float64(shape, causal, counted, monkeypatch) -> None:
         assert err <= max(RATIO * old_err, FLOOR), (name, err, old_err)
 
 
+@gpu
 def test_zero_d_bias_and_strided_operands(counted) -> None:
     (q, k, v, g), (q64, k64, v64, g64) = operands((2,), 70, 90, 64, n=4)
     for bval, expect_zero in ((3.5, False), (-np.inf, True)):
@@ -167,6 +171,7 @@ def test_zero_d_bias_and_strided_operands(counted) -> None:
     assert counted["fwd"] == 3 and rel_err(host(got), want) <= TOL
 
 
+@gpu
 def test_zero_d_bias_gradient_is_zero(counted) -> None:
     (q, k, v, g), (q64, k64, v64, g64) = operands((2, 2), 80, 50, 64, n=4)
     b = np.asarray(-1.5, dtype=F32)
@@ -181,6 +186,7 @@ def test_zero_d_bias_gradient_is_zero(counted) -> None:
         assert rel_err(host(x), w) <= TOL
 
 
+@gpu
 def test_declines_what_it_does_not_support(counted) -> None:
     (q, k, v), _ = operands((2,), 20, 30, 64)
     dq, dk, dv = to_dev((q, k, v))
@@ -203,6 +209,7 @@ def compiler_on():
     compiler.set_jit_compiler(old)
 
 
+@gpu
 @pytest.mark.usefixtures("compiler_on")
 def test_jit_grad_of_causal_sdpa_in_float32_matches_eager(counted) -> None:
     (q, k, v, w), (q64, k64, v64, w64) = operands((2, 4), 200, 200, 64, n=4)
@@ -223,3 +230,45 @@ def test_jit_grad_of_causal_sdpa_in_float32_matches_eager(counted) -> None:
             assert x.dtype == F32
             assert rel_err(host(x), host(e)) <= 1e-6  # (dq's float32 atomics: any order)
             assert rel_err(host(x), w) <= TOL
+
+
+# -- without a GPU ---------------------------------------------------------------------------
+
+def test_source_names_every_kernel_and_fits_shared_memory() -> None:
+    src = _flash32.source()
+    for e in _flash32.HEAD_DIMS:
+        for kind in ("fwd", "bwd"):
+            assert f"functx_flash32_{kind}_e{e}(" in src
+    assert "@" not in src  # every placeholder substituted
+    for token in ("NEG_INF", "CTYPE", "STYPE", "LOAD_STORE"):  # raw_function's: they
+        assert token not in src  # would be replaced inside the source
+    for e in _flash32.HEAD_DIMS:  # 2 blocks per SM fit in an H100's 227 KiB (1 KiB each
+        # reserved) for E <= 64, 1 at E = 128 (as the launch bounds assume)
+        blocks = 2 if e <= 64 else 1
+        assert f"__launch_bounds__(256, {blocks}) functx_flash32_fwd_e{e}(" in src
+        assert f"__launch_bounds__(256, {blocks}) functx_flash32_bwd_e{e}(" in src
+        for nbytes in (_flash32.fwd_shared_bytes(e), _flash32.bwd_shared_bytes(e)):
+            assert blocks * (nbytes + 1024) <= 227 * 1024
+
+
+def test_supported_takes_float32_only() -> None:
+    q = np.zeros((2, 5, 64), F32)
+    b = np.zeros((), F32)
+    assert not _flash32.supported(np, q, q, q, b, None)  # not CuPy: the fake device too
+
+    class FakeCupy:
+        __name__ = "cupy"
+
+    xp = FakeCupy()
+    assert _flash32.supported(xp, q, q, q, b, None)
+    assert not _flash32.supported(xp, q, q, q, b, 5.0)
+    assert not _flash32.supported(xp, q, q, q, np.zeros((5, 5), F32), None)
+    for dt in (np.float64, np.float16):
+        assert not _flash32.supported(xp, q.astype(dt), q.astype(dt), q.astype(dt),
+                                      b.astype(dt), None)
+    assert not _flash32.supported(xp, q, q, np.zeros((2, 5, 32), F32), b, None)
+    q48 = np.zeros((2, 5, 48), F32)
+    assert not _flash32.supported(xp, q48, q48, q48, b, None)
+    q32 = np.zeros((3, 1, 7, 32), F32)
+    assert _flash32.supported(xp, q32, q32, q32, b, None)
+    assert not _flash32.supported(xp, q32[:, :, :0], q32, q32, b, None)  # no queries
