@@ -16,7 +16,8 @@ Q tile in shared memory, a loop over tiles of 64 keys (up to the causal diagonal
 and V tiles double-buffered (``cp.async``: tile t + 1 loads while tile t is used).
 ``S = Q K^T`` in registers, scaled to base 2 (``scale * log2(e)`` folded in, ``exp2f``:
 full precision without fast-math), masked (causal, tails), the online softmax in registers,
-``P`` through shared memory, ``O += P V`` in registers, ``O / l`` at the end. With flags
+``P`` through shared memory, ``O += P V`` in registers (two barriers per tile), ``O / l``
+at the end. With flags
 the same kernel writes the per-row log-sum-exp (base 2) and ``D = rowsum(dO * O)``
 instead of the output (the backward's first pass).
 
@@ -260,17 +261,15 @@ __device__ __forceinline__ void fx_flash32_fwd(
     for (int j0 = 0, it = 0; j0 < kend; j0 += FX_TILE, ++it) {
         const float* sK = (it & 1) ? sK1 : sK0;
         const float* sV = (it & 1) ? sV1 : sV0;
+        fx_cp_wait<0>();
+        __syncthreads();  // this tile is in; every thread is done with the previous one
         if (j0 + FX_TILE < kend) {  // the next tile into the other buffers (last read in
-            // the previous iteration, which ended with a barrier)
+            // the previous iteration, before the barrier above)
             const int jn = j0 + FX_TILE;
             fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * D, min(FX_TILE, S - jn));
             fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * D, min(FX_TILE, S - jn));
             fx_cp_commit();
-            fx_cp_wait<1>();
-        } else {
-            fx_cp_wait<0>();
         }
-        __syncthreads();
         float s[4][4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) s[r][0] = s[r][1] = s[r][2] = s[r][3] = 0.f;
@@ -305,10 +304,9 @@ __device__ __forceinline__ void fx_flash32_fwd(
             for (int c = 0; c < DC; ++c) o[r][c] *= alpha;
         }
         __syncthreads();
-        fx_nn<D>(o, sP, FX_PS, sV, ty, tx);
-        __syncthreads();
+        fx_nn<D>(o, sP, FX_PS, sV, ty, tx);  // (sP is written again after the next
+        // iteration's first barrier)
     }
-    fx_cp_wait<0>();
 
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
