@@ -146,10 +146,11 @@ __device__ __forceinline__ void fx_store_cols(float* row, int tx, const float* b
 }
 
 // row[fx_col(tx, c)] += b[c] for c < D/16 (global memory, atomically): 16- or 8-byte
-// vector atomics on sm_90 and later, else one float at a time.
+// vector atomics on sm_90 and later (CUDA 12 or later), else one float at a time.
 template <int D>
 __device__ __forceinline__ void fx_atomic_add_cols(float* row, int tx, const float* b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDACC_VER_MAJOR__) \
+    && __CUDACC_VER_MAJOR__ >= 12
     if (D == 32) {
         atomicAdd(reinterpret_cast<float2*>(row + tx * 2), make_float2(b[0], b[1]));
     } else {
