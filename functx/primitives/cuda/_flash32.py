@@ -381,12 +381,17 @@ __device__ __forceinline__ void fx_flash32_bwd(
     for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < DC; ++c) dka[r][c] = dva[r][c] = 0.f;
+    // lse and delta of query i0 + threadIdx.x (threads < 64), read one tile ahead.
+    float nl = FX_POS_INF, nd = 0.f;
+    if (threadIdx.x < FX_TILE && istart + (int)threadIdx.x < L) {
+        nl = lse[istart + threadIdx.x];
+        nd = delta[istart + threadIdx.x];
+    }
     for (int i0 = istart; i0 < L; i0 += FX_TILE) {
         fx_cp_wait<0>();
         if (threadIdx.x < FX_TILE) {  // (sL and sD were last read before a barrier)
-            const int i = i0 + threadIdx.x;
-            sL[threadIdx.x] = (i < L) ? lse[i] : FX_POS_INF;
-            sD[threadIdx.x] = (i < L) ? delta[i] : 0.f;
+            sL[threadIdx.x] = nl;
+            sD[threadIdx.x] = nd;
         }
         __syncthreads();
         // S^T = K Q^T and dP^T = V dO^T: keys ty + 16 r, queries tx + 16 c.
@@ -427,12 +432,18 @@ __device__ __forceinline__ void fx_flash32_bwd(
         fx_nn<D>(dva, sP, FX_PS, sO, ty, tx);
         fx_nn<D>(dka, sT, FX_PS, sQ, ty, tx);
         __syncthreads();
-        // The next Q and dO tiles load during the dQ product (which reads neither).
+        // The next Q and dO tiles (and lse, delta) load during the dQ product (which reads
+        // none of them).
         const int in = i0 + FX_TILE;
         if (in < L) {
             fx_cp_tile<D>(sQ, q + (long long)in * D, min(FX_TILE, L - in));
             fx_cp_tile<D>(sO, dout + (long long)in * D, min(FX_TILE, L - in));
             fx_cp_commit();
+            if (threadIdx.x < FX_TILE) {
+                const int i = in + threadIdx.x;
+                nl = (i < L) ? lse[i] : FX_POS_INF;
+                nd = (i < L) ? delta[i] : 0.f;
+            }
         }
         // dS = (dS^T)^T into sP (rows: queries), then dQ (queries ty + 16 r) += dS K.
 #pragma unroll
