@@ -16,16 +16,22 @@ Q tile in shared memory, a loop over tiles of 64 keys (up to the causal diagonal
 and V tiles double-buffered (``cp.async``: tile t + 1 loads while tile t is used).
 ``S = Q K^T`` in registers, scaled to base 2 (``scale * log2(e)`` folded in, ``exp2f``:
 full precision without fast-math), masked (causal, tails), the online softmax in registers,
-``P`` through shared memory, ``O += P V`` in registers, ``O / l`` at the end. With flags
-the same kernel writes the per-row log-sum-exp (base 2) and ``D = rowsum(dO * O)``
-instead of the output (the backward's first pass).
+``P`` through shared memory, ``O += P V`` in registers (two barriers per tile), ``O / l``
+at the end. With flags the same kernel writes the per-row log-sum-exp (base 2) and
+``D = rowsum(dO * O)`` instead of the output (the backward's first pass).
 
 Backward (``functx_flash32_bwd``): one block per (batch entry, tile of 64 keys), a loop
 over tiles of 64 queries from the causal start. Per tile: ``S^T = K Q^T`` and
 ``dP^T = V dO^T`` in registers, ``P^T = exp2(S^T - lse)``, ``dS^T = P^T (dP^T - D)``,
 both through shared memory for ``dV += P^T dO`` and ``dK += dS^T Q`` (registers); then
 ``dS`` (transposed into shared memory) for ``dQ += dS K``, added to dq (float32) with
-``atomicAdd``. The next Q and dO tiles load (``cp.async``) during the dQ product.
+``atomicAdd`` (16-byte vector atomics on sm_90). The next Q and dO tiles load
+(``cp.async``) during the dQ product.
+
+Two blocks per SM for ``E <= 64`` (about 105-109 KiB of shared memory and at most 128
+registers a thread each), one at ``E = 128``. Accuracy: every product and sum in float32
+(``fmaf``), ``exp2f`` and ``log2f`` at full precision, ``O / l`` divided: errors of a few
+1e-7 of the largest magnitude, as the old float32 path's (tests/test_cuda_flash32.py).
 
 A 0-d bias adds one constant to every logit, which the softmax ignores: the kernels read
 it only to propagate a non-finite one (``-inf`` masks every row: zeros, as the reference;
@@ -49,7 +55,6 @@ HEAD_DIMS = (32, 64, 128)
 _TILE = 64  # query rows and keys per tile
 _THREADS = 256
 _PS = 80  # row stride (floats) of the 64 x 64 probability tiles in shared memory
-_DSS = 68  # row stride of the transposed dS tile
 _LOG2E = 1.4426950408889634
 _F32 = np.dtype(np.float32)
 _BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
@@ -141,6 +146,26 @@ __device__ __forceinline__ void fx_store_cols(float* row, int tx, const float* b
             *reinterpret_cast<float4*>(row + h * 64 + tx * 4) =
                 make_float4(b[4 * h], b[4 * h + 1], b[4 * h + 2], b[4 * h + 3]);
     }
+}
+
+// row[fx_col(tx, c)] += b[c] for c < D/16 (global memory, atomically): 16- or 8-byte
+// vector atomics on sm_90 and later (CUDA 12 or later), else one float at a time.
+template <int D>
+__device__ __forceinline__ void fx_atomic_add_cols(float* row, int tx, const float* b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDACC_VER_MAJOR__) \
+    && __CUDACC_VER_MAJOR__ >= 12
+    if (D == 32) {
+        atomicAdd(reinterpret_cast<float2*>(row + tx * 2), make_float2(b[0], b[1]));
+    } else {
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h)
+            atomicAdd(reinterpret_cast<float4*>(row + h * 64 + tx * 4),
+                      make_float4(b[4 * h], b[4 * h + 1], b[4 * h + 2], b[4 * h + 3]));
+    }
+#else
+#pragma unroll
+    for (int c = 0; c < D / 16; ++c) atomicAdd(row + fx_col<D>(tx, c), b[c]);
+#endif
 }
 
 // acc[r][c] += sum_d A[ty + 16 r][d] * B[tx + 16 c][d]: two 64-row tiles of D floats in
@@ -240,17 +265,15 @@ __device__ __forceinline__ void fx_flash32_fwd(
     for (int j0 = 0, it = 0; j0 < kend; j0 += FX_TILE, ++it) {
         const float* sK = (it & 1) ? sK1 : sK0;
         const float* sV = (it & 1) ? sV1 : sV0;
+        fx_cp_wait<0>();
+        __syncthreads();  // this tile is in; every thread is done with the previous one
         if (j0 + FX_TILE < kend) {  // the next tile into the other buffers (last read in
-            // the previous iteration, which ended with a barrier)
+            // the previous iteration, before the barrier above)
             const int jn = j0 + FX_TILE;
             fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * D, min(FX_TILE, S - jn));
             fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * D, min(FX_TILE, S - jn));
             fx_cp_commit();
-            fx_cp_wait<1>();
-        } else {
-            fx_cp_wait<0>();
         }
-        __syncthreads();
         float s[4][4];
 #pragma unroll
         for (int r = 0; r < 4; ++r) s[r][0] = s[r][1] = s[r][2] = s[r][3] = 0.f;
@@ -285,10 +308,9 @@ __device__ __forceinline__ void fx_flash32_fwd(
             for (int c = 0; c < DC; ++c) o[r][c] *= alpha;
         }
         __syncthreads();
-        fx_nn<D>(o, sP, FX_PS, sV, ty, tx);
-        __syncthreads();
+        fx_nn<D>(o, sP, FX_PS, sV, ty, tx);  // (sP is written again after the next
+        // iteration's first barrier)
     }
-    fx_cp_wait<0>();
 
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
@@ -362,12 +384,17 @@ __device__ __forceinline__ void fx_flash32_bwd(
     for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < DC; ++c) dka[r][c] = dva[r][c] = 0.f;
+    // lse and delta of query i0 + threadIdx.x (threads < 64), read one tile ahead.
+    float nl = FX_POS_INF, nd = 0.f;
+    if (threadIdx.x < FX_TILE && istart + (int)threadIdx.x < L) {
+        nl = lse[istart + threadIdx.x];
+        nd = delta[istart + threadIdx.x];
+    }
     for (int i0 = istart; i0 < L; i0 += FX_TILE) {
         fx_cp_wait<0>();
         if (threadIdx.x < FX_TILE) {  // (sL and sD were last read before a barrier)
-            const int i = i0 + threadIdx.x;
-            sL[threadIdx.x] = (i < L) ? lse[i] : FX_POS_INF;
-            sD[threadIdx.x] = (i < L) ? delta[i] : 0.f;
+            sL[threadIdx.x] = nl;
+            sD[threadIdx.x] = nd;
         }
         __syncthreads();
         // S^T = K Q^T and dP^T = V dO^T: keys ty + 16 r, queries tx + 16 c.
@@ -381,17 +408,23 @@ __device__ __forceinline__ void fx_flash32_bwd(
         // P^T = exp2(S^T - lse), masked; dS^T = P^T (dP^T - delta).
         const bool mask = (i0 + FX_TILE > L) || (j0 + FX_TILE > S)
                           || (causal && j0 + FX_TILE - 1 > i0);
+        float lc[4], dc[4];  // lse and delta of this thread's queries
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            lc[c] = sL[tx + 16 * c];
+            dc[c] = sD[tx + 16 * c];
+        }
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
                 const int col = tx + 16 * c;  // query i0 + col
-                float p = exp2f(s[r][c] * scale_log2 + bb - sL[col]);
+                float p = exp2f(s[r][c] * scale_log2 + bb - lc[c]);
                 if (mask) {
                     const int i = i0 + col, j = j0 + ty + 16 * r;
                     if (i >= L || j >= S || (causal && j > i)) p = 0.f;
                 }
-                const float ds = p * (dp[r][c] - sD[col]);
+                const float ds = p * (dp[r][c] - dc[c]);
                 sP[(ty + 16 * r) * FX_PS + col] = p;
                 sT[(ty + 16 * r) * FX_PS + col] = ds;
                 dp[r][c] = ds;
@@ -402,12 +435,18 @@ __device__ __forceinline__ void fx_flash32_bwd(
         fx_nn<D>(dva, sP, FX_PS, sO, ty, tx);
         fx_nn<D>(dka, sT, FX_PS, sQ, ty, tx);
         __syncthreads();
-        // The next Q and dO tiles load during the dQ product (which reads neither).
+        // The next Q and dO tiles (and lse, delta) load during the dQ product (which reads
+        // none of them).
         const int in = i0 + FX_TILE;
         if (in < L) {
             fx_cp_tile<D>(sQ, q + (long long)in * D, min(FX_TILE, L - in));
             fx_cp_tile<D>(sO, dout + (long long)in * D, min(FX_TILE, L - in));
             fx_cp_commit();
+            if (threadIdx.x < FX_TILE) {
+                const int i = in + threadIdx.x;
+                nl = (i < L) ? lse[i] : FX_POS_INF;
+                nd = (i < L) ? delta[i] : 0.f;
+            }
         }
         // dS = (dS^T)^T into sP (rows: queries), then dQ (queries ty + 16 r) += dS K.
 #pragma unroll
@@ -425,9 +464,9 @@ __device__ __forceinline__ void fx_flash32_bwd(
         for (int r = 0; r < 4; ++r) {
             const int i = i0 + ty + 16 * r;
             if (i < L) {
-                float* row = dq + (long long)i * D;
 #pragma unroll
-                for (int c = 0; c < DC; ++c) atomicAdd(row + fx_col<D>(tx, c), acc[r][c] * scale);
+                for (int c = 0; c < DC; ++c) acc[r][c] *= scale;
+                fx_atomic_add_cols<D>(dq + (long long)i * D, tx, acc[r]);
             }
         }
         // (no barrier: the next iteration writes sP only after its first barrier, and sL,
@@ -616,7 +655,8 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     _launch(_function(xp, "bwd", e), (n, -(-S // _TILE)), bwd_shared_bytes(e),
             (q3, k3, v3, bias, g3, lse, delta, dq, dk, dv, np.int32(L), np.int32(S),
              np.float32(scale * _LOG2E), np.float32(scale), np.int32(causal)))
-    outs = (dq.reshape(tuple(q.shape)), dk.reshape(tuple(k.shape)), dv.reshape(tuple(v.shape)))
+    outs = (dq.reshape(tuple(q.shape)), dk.reshape(tuple(k.shape)),
+            dv.reshape(tuple(v.shape)))
     if bias_grad:
         outs += (xp.zeros(tuple(np.shape(b)), np.dtype(getattr(b, "dtype", _F32))),)
     return outs
