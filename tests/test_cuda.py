@@ -569,6 +569,33 @@ def test_scatter_add_every_dtype(dtype: Any) -> None:
 
 
 @needs_cupy
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_kernels_match_the_cpu(dtype: Any) -> None:
+    """The max pooling kernels (functx/primitives/cuda/pooling.py) against the CPU's, bit for
+    bit, on ties, NaN and -inf: windows that tile the planes (no atomics), overlapping and
+    dilated windows (atomic adds of halves: exact in any order), 1-d to 3-d."""
+    from functx.primitives import pooling as pl
+
+    rng = np.random.default_rng(7)
+    cases = [((64, 6, 28, 28), (2, 2), (2, 2), (1, 1)), ((3, 5, 31), (3,), (2,), (1,)),
+             ((2, 3, 9, 10), (3, 3), (1, 1), (1, 1)), ((2, 2, 11, 9), (2, 3), (3, 1), (2, 2)),
+             ((2, 2, 6, 7, 8), (2, 2, 2), (2, 2, 2), (1, 1, 1)),
+             ((1, 2, 7, 6, 9), (3, 2, 2), (1, 2, 3), (1, 2, 1))]
+    for shape, window, strides, dilation in cases:
+        x = rng.integers(-2, 3, shape).astype(dtype)
+        x[rng.random(shape) < 0.05] = np.nan
+        x[rng.random(shape) < 0.05] = -np.inf
+        want = pl.max_pool(x, window, strides, dilation)
+        g = (rng.integers(-8, 9, want.shape) / 2).astype(dtype)
+        want_g = pl.max_pool_grad(x, g, window, strides, dilation)
+        got = pl.max_pool(to_dev(x), window, strides, dilation)
+        got_g = pl.max_pool_grad(to_dev(x), to_dev(g), window, strides, dilation)
+        assert got.dtype == dtype and got_g.dtype == dtype
+        np.testing.assert_array_equal(got.get(), want, err_msg=str(shape))
+        np.testing.assert_array_equal(got_g.get(), want_g, err_msg=str(shape))
+
+
+@needs_cupy
 @pytest.mark.parametrize("split", [False, True])
 def test_fused_attention_kernels_match_the_cpu(split: bool, monkeypatch: Any) -> None:
     """The attention's GEMMs and row kernels (functx/primitives/attention.py) on rows longer

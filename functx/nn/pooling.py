@@ -8,9 +8,11 @@ functx.nn.unpool.)
 
 Every function is a composite of primitives (a pad, strided slices or a reshape to gather
 the windows, then a reduction; adaptive average pooling multiplies by averaging matrices),
-so every transform applies. Max pooling sends the whole gradient to the first maximum of
-each window, as PyTorch does (``return_indices`` gives its flat position in the input's
-spatial plane); NaN propagates.
+so every transform applies. Max pooling pads with ``-inf`` and then is one primitive,
+``max_pool`` (its gradient ``max_pool_grad``; functx/primitives/pooling.py), except with
+``return_indices``, which gathers the windows' first maxima in composite form. It sends the
+whole gradient to the first maximum of each window, as PyTorch does (``return_indices``
+gives its flat position in the input's spatial plane); NaN propagates.
 
 Example:
     >>> import numpy as np, functx.nn as fnn
@@ -33,10 +35,10 @@ from functx.nn.conv import (batched, fmt_sizes, ntuple, padded_for_windows, pool
                             windows)
 from functx.numpy._shape import on_device_of
 from functx.primitives import elementwise as _ew
-from functx.primitives import reduction as _red
 from functx.primitives import shape as _shape
 from functx.primitives.indexing import gather
 from functx.primitives.misc import stop_gradient
+from functx.primitives.pooling import first_rank, max_pool
 
 __all__ = ["avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
            "max_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
@@ -118,22 +120,6 @@ def _take_flat(x: Any, indices: Any) -> Any:
     return _shape.reshape(flat, tuple(indices.shape))
 
 
-def _first_rank(w: Any) -> Any:
-    """``K - argmax(w, axis=0)`` of the window stack ``w`` ``[K, ...]``: the rank of the
-    first maximum, NaN counting as the maximum.
-
-    Built from a max, comparisons and a second max over ``K`` (the first hit has the largest
-    rank ``K - k``): NumPy's argmax over a short leading axis copies ``w`` and loops over
-    the windows one by one, which made it the slowest step of max pooling.
-    """
-    kk, rest = w.shape[0], tuple(w.shape[1:])
-    top = _shape.reshape(_red.reduce_max(w, (0,)), (1,) + rest)
-    hit = _ew.or_(_ew.eq(w, top), _ew.ne(w, w))
-    dt = np.dtype(np.int8 if kk < 128 else np.int32)
-    rank = on_device_of(w, np.arange(kk, 0, -1, dtype=dt).reshape((kk,) + (1,) * len(rest)))
-    return _red.reduce_max(_ew.mul(_ew.convert_element_type(hit, new_dtype=dt), rank), (0,))
-
-
 def _first_max(w: Any, source: Any, table: np.ndarray, index_table: np.ndarray | None) -> Any:
     """The maximum of each window, taken from ``source`` at the window's first maximum.
 
@@ -152,7 +138,7 @@ def _first_max(w: Any, source: Any, table: np.ndarray, index_table: np.ndarray |
     plane = math.prod(source.shape[2:])
     # The first maximum's entry in the flattened table: spot * K + (K - rank).
     ends = on_device_of(w, (np.arange(1, math.prod(spots) + 1) * kk).reshape(spots))
-    at = _ew.sub(ends, _ew.convert_element_type(_first_rank(w), new_dtype=np.dtype(np.int64)))
+    at = _ew.sub(ends, _ew.convert_element_type(first_rank(w), new_dtype=np.dtype(np.int64)))
     pos = _take_flat(on_device_of(w, table), at)
     offsets = (np.arange(n * c, dtype=np.int64) * plane).reshape((n, c) + (1,) * len(spots))
     out = _take_flat(source, _ew.add(pos, on_device_of(w, offsets)))
@@ -181,6 +167,8 @@ def _max_pool(fn: str, nd: int, input: Any, kernel_size: Any, stride: Any, paddi
         fn, nd, x, kernel_size, stride, padding, dilation, ceil_mode)
     return_indices = _flag(fn, "return_indices", return_indices)
     padded = padded_for_windows(x, kernel, stride, dilation, padding, out, -np.inf)
+    if not return_indices:  # the primitives (functx/primitives/pooling.py)
+        return _unbatch(unbatched, max_pool(padded, kernel, stride, dilation))
     w = windows(stop_gradient(padded), kernel, stride, dilation, padding, out, -np.inf, axis=0,
                 padded=True)
     table, input_table = _max_pool_tables(out, stride, kernel, dilation, padding,

@@ -21,6 +21,7 @@ from functx.primitives import (  # noqa: F401  (import order matters only for re
     fused,  # layer_norm, softmax, log_softmax, gelu and their gradients, fused
     nll,  # class_nll and its transpose: nll_loss and cross_entropy, fused
     attention,  # dot_product_attention and its gradient, fused
+    pooling,  # max_pool and max_pool_grad (select_and_scatter_add)
     special,  # erfc, lgamma, digamma, igamma, betainc, ... (scipy.special's ufuncs)
     collectives,  # psum, all_gather, ... over named axes (functx.named_axes)
     decompositions,  # cholesky, triangular_solve, lu

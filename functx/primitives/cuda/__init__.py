@@ -14,6 +14,7 @@ rest of each primitive's definition with ``p.def_impl(fn, backend="cuda")``:
 * ``nll``: ``class_nll`` and ``class_nll_grad``;
 * ``attention``: ``dot_product_attention`` and its gradient (GEMMs around fused row kernels);
 * ``conv``: ``conv_general_dilated`` (im2col/col2im kernels and GEMMs);
+* ``pooling``: ``max_pool`` and ``max_pool_grad`` (a thread per output window);
 * ``fft``: the cases where cuFFT differs from NumPy;
 * ``special``: the special-function primitives with ``cupyx.scipy.special``;
 * ``decompositions``: cuSOLVER and cuBLAS for the matrix decompositions (cholesky,
