@@ -517,3 +517,26 @@ def test_bfloat16_guard_retries_in_float32_where_there_is_no_kernel() -> None:
 
     with pytest.raises(DTypeError, match="on purpose"):  # functx's own errors: no retry
         _guarded(refuses, "tanh")(x)
+
+
+def test_small_products_run_on_one_blas_thread_and_the_pool_is_restored() -> None:
+    from functx.backends import _blas
+
+    before = _blas.blas_threads()
+    if before is None:
+        pytest.skip("NumPy's OpenBLAS is not visible here (another BLAS)")
+    seen = []
+
+    def product(x, y):
+        seen.append(_blas.blas_threads())
+        return x @ y
+
+    x, y = np.ones((8, 4)), np.ones((4, 3))
+    np.testing.assert_array_equal(_blas.run_small(8 * 4 * 3, product, x, y), np.full((8, 3), 4.0))
+    _blas.run_small(_blas.SMALL_MACS, product, x, y)  # big enough: the pool as it was
+    assert seen == [1 if before > 1 else before, before]
+    assert _blas.blas_threads() == before
+    # and the primitive gives the same product either way
+    a, b = np.random.default_rng(0).standard_normal((2, 64, 40))
+    np.testing.assert_allclose(np.asarray(fx.jit(lambda p, q: p @ q.T)(a, b)), a @ b.T,
+                               rtol=1e-12)

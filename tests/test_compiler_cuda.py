@@ -320,15 +320,17 @@ def test_a_step_moving_much_memory_per_kernel_is_not_captured(monkeypatch) -> No
     f = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0)  # one kernel, 32 MB in and out
     before = dict(cuda_graph.STATS)
     for _ in range(4):
-        assert_matches(f(x), np.sin(np.ones((2048, 2048))) * 2 + 1, "declined step", 1e-6,
-                       1e-6)
+        assert_matches(f(x), (np.sin(np.ones((2048, 2048))) * 2 + 1).astype(np.float32),
+                       "declined step", 1e-6, 1e-6)
     assert cuda_graph.STATS["declined"] == before["declined"] + 1
     assert cuda_graph.STATS["captured"] == before["captured"]
 
 
 @needs_gpu
 def test_a_big_step_whose_host_time_pays_for_its_copies_is_captured(monkeypatch) -> None:
-    # copies priced at nothing: a step above BYTES_PER_LAUNCH is captured at its third call
+    # every step timed (BYTES_PER_LAUNCH 0), copies priced at nothing: captured at the
+    # third call, after the timed second
+    monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
     monkeypatch.setattr(cuda_graph, "COPY_BYTES_PER_S", float("inf"))
     monkeypatch.setattr(cuda_graph, "COPY_S", 0.0)
     rng = np.random.default_rng(5)

@@ -1,5 +1,6 @@
 """functx.primitives._numba: the one place that decides whether Numba is used and how its
-threads behave (FUNCTX_NUMBA=0, the workqueue threading layer, one launch at a time)."""
+threads behave (FUNCTX_NUMBA=0, the TBB threading layer where oneTBB loads, else workqueue,
+one launch at a time)."""
 from __future__ import annotations
 
 import os
@@ -24,7 +25,8 @@ def _run(code: str, **env: str) -> str:
     """Run ``code`` in a fresh interpreter (the threading layer is chosen once per process)
     with ``env`` added to a copy of the environment without Numba/OpenMP settings."""
     base = {k: v for k, v in os.environ.items()
-            if k not in ("NUMBA_THREADING_LAYER", "OMP_WAIT_POLICY", "FUNCTX_NUMBA")}
+            if k not in ("NUMBA_THREADING_LAYER", "OMP_WAIT_POLICY", "FUNCTX_NUMBA",
+                         "FUNCTX_TBB")}
     base.update(env)
     base["PYTHONPATH"] = ROOT + os.pathsep + base.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=base,
@@ -46,12 +48,18 @@ want = draw()
 """
 
 
-def test_workqueue_layer_and_no_omp_setting_by_default() -> None:
-    got = _run(_PARALLEL + """
+_LAYER = """
 import numba
-print(numba.threading_layer(), os.environ.get("OMP_WAIT_POLICY"))
-""")
-    assert got == "workqueue None"
+print(numba.threading_layer(), os.environ.get("OMP_WAIT_POLICY"), _numba.tbb_loadable())
+"""
+
+
+def test_tbb_layer_where_it_loads_else_workqueue_and_no_omp_setting_by_default() -> None:
+    layer, omp, tbb = _run(_PARALLEL + _LAYER).split()
+    assert (layer, omp) == ("tbb" if tbb == "True" else "workqueue", "None")
+    assert tbb == str(_numba.tbb_loadable())
+    # FUNCTX_TBB=0: workqueue, and no TBB
+    assert _run(_PARALLEL + _LAYER, FUNCTX_TBB="0") == "workqueue None False"
 
 
 def test_user_choice_of_layer_wins_and_openmp_waits_passively() -> None:
@@ -64,8 +72,8 @@ print(numba.config.THREADING_LAYER, os.environ.get("OMP_WAIT_POLICY"))
 
 def test_concurrent_parallel_launches_from_threads_do_not_abort() -> None:
     # The workqueue layer terminates the process on concurrent launches; functx's parallel
-    # kernels take turns under one lock.
-    got = _run(_PARALLEL + """
+    # kernels take turns under one lock (TBB's launches from threads are safe as well).
+    code = _PARALLEL + """
 bad = []
 def member():
     for _ in range(5):
@@ -76,8 +84,10 @@ for t in threads: t.start()
 for t in threads: t.join()
 import numba
 print(numba.threading_layer(), len(bad))
-""")
-    assert got == "workqueue 0"
+"""
+    for env, layer in (({}, "tbb" if _numba.tbb_loadable() else "workqueue"),
+                       ({"FUNCTX_TBB": "0"}, "workqueue")):
+        assert _run(code, **env) == f"{layer} 0"
 
 
 def test_parallel_kernels_are_serialised() -> None:

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from functx.backends._blas import run_small
 from functx.primitives._util import dilated_size, out_spatial
 
 # -- sizes -----------------------------------------------------------------------------------
@@ -172,7 +173,7 @@ def _gather_cpu(x, w, out_shape, strides, rhs_dilation, groups):
             cols = scratch(np, (c,) + kernel + (m,) + spatial, dt, "cols")
             np.copyto(cols, src)
             res = scratch(np, (groups, og, m * p), dt, "res")
-            np.matmul(np.reshape(w, (groups, og, cg * kk)),
+            run_small(o * cg * kk * m * p, np.matmul, np.reshape(w, (groups, og, cg * kk)),
                       cols.reshape(groups, cg * kk, m * p), out=res)
             np.copyto(out[a:b].reshape(m, o, p), res.reshape(o, m, p).transpose(1, 0, 2))
         return out
@@ -185,11 +186,13 @@ def _gather_cpu(x, w, out_shape, strides, rhs_dilation, groups):
         np.copyto(cols, src)
         if groups == 1:
             res = scratch(np, (m * p, o), dt, "res")
-            np.matmul(cols.reshape(m * p, c * kk), np.reshape(w, (o, c * kk)).T, out=res)
+            run_small(m * p * c * kk * o, np.matmul, cols.reshape(m * p, c * kk),
+                      np.reshape(w, (o, c * kk)).T, out=res)
             np.copyto(out[a:b].reshape(m, o, p), res.reshape(m, p, o).transpose(0, 2, 1))
         else:
             res = scratch(np, (groups, m * p, og), dt, "res")
-            np.matmul(cols.reshape(m * p, groups, cg * kk).transpose(1, 0, 2),
+            run_small(m * p * cg * kk * o, np.matmul,
+                      cols.reshape(m * p, groups, cg * kk).transpose(1, 0, 2),
                       np.reshape(w, (groups, og, cg * kk)).transpose(0, 2, 1), out=res)
             np.copyto(out[a:b].reshape(m, groups, og, p),
                       res.reshape(groups, m, p, og).transpose(1, 0, 3, 2))
@@ -218,7 +221,8 @@ def _scatter_cpu(x, w, out_shape, padding, lhs_dilation, rhs_dilation, groups):
             xt = scratch(np, (c, m) + in_sizes, dt, "xt")
             np.copyto(xt, x[a:b].swapaxes(0, 1))
         prod = scratch(np, (groups, og * kk, m * pi), dt, "cols")
-        np.matmul(wk, np.reshape(xt, (groups, cg, m * pi)), out=prod)
+        run_small(o * kk * cg * m * pi, np.matmul, wk, np.reshape(xt, (groups, cg, m * pi)),
+                  out=prod)
         prod = prod.reshape((o,) + kernel + (m,) + in_sizes)
         acc = scratch(np, (o, m) + spatial, dt, "acc")
         acc[...] = 0
@@ -308,8 +312,8 @@ def _gather_flat(x, w, out_shape, padding, rhs_dilation, groups):
         cols = scratch(np, (c,) + kernel + (m, run), dt, "cols")
         np.copyto(cols, src)
         res = scratch(np, (groups, og, m * run), dt, "res")
-        np.matmul(np.reshape(w, (groups, og, cg * kk)), cols.reshape(groups, cg * kk, m * run),
-                  out=res)
+        run_small(o * cg * kk * m * run, np.matmul, np.reshape(w, (groups, og, cg * kk)),
+                  cols.reshape(groups, cg * kk, m * run), out=res)
         res = res.reshape((o, m, spatial[0]) + sizes[1:])[keep]
         np.copyto(out[a:b], res.swapaxes(0, 1))
     return out
@@ -382,7 +386,8 @@ def _scatter_flat(x, w, out_shape, padding, rhs_dilation, groups):
                 cols[:, j] = by_group[:, :, j * last_r:j * last_r + m * step]
             cols = cols.reshape(groups, gathered * cg, m * step)
         prod = scratch(np, (groups, wk.shape[1], m * step), dt, "res")
-        np.matmul(wk, cols, out=prod)
+        run_small(wk.shape[0] * wk.shape[1] * wk.shape[2] * m * step, np.matmul, wk, cols,
+                  out=prod)
         prod = prod.reshape(o, len(scattered), m, step)
         acc = scratch(np, (o, m, total), dt, "acc")
         acc[...] = 0

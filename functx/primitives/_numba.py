@@ -18,7 +18,13 @@ The threading policy (:func:`apply_thread_policy`), applied once, before Numba r
 parallel kernel, unless the user chose (``NUMBA_THREADING_LAYER`` or
 ``numba.config.THREADING_LAYER``):
 
-* Numba's **workqueue** threading layer. Its threads sleep between kernels. The OpenMP
+* Numba's **tbb** threading layer where Intel's oneTBB is installed (``pip install tbb``,
+  part of the ``jit`` extra on Linux x86-64; :func:`tbb_loadable` loads its library, which a
+  pip install leaves off the loader's path). Its workers wake in microseconds and run
+  kernels launched from several threads at once. On a 16-core Xeon it took bench_conv's
+  jit steps from 6.32 / 6.45 / 9.84 ms (workqueue) to 5.06 / 4.54 / 8.10 ms (conv2d
+  16x32->64, 8x64->64, LeNet; benchmarks/README.md, session 11).
+* Else Numba's **workqueue** threading layer. Its threads sleep between kernels. The OpenMP
   layer's threads (GNU OpenMP spin-waits by default) kept the cores after each kernel and
   took them from the BLAS and PyTorch threads that ran next: bench_conv's LeNet step under
   ``jit`` took 40-44 ms with OpenMP against 8.4-8.7 ms with workqueue on the 2-core machine
@@ -38,13 +44,16 @@ for :func:`njit_variant`), so a second process loads them instead of compiling.
 """
 from __future__ import annotations
 
+import ctypes
+import importlib.metadata
 import importlib.util
 import os
+import sys
 import threading
 import types
 from typing import Any, Callable, Sequence
 
-__all__ = ["numba_installed", "numba_enabled", "numba_or_none", "import_numba",
+__all__ = ["numba_installed", "numba_enabled", "numba_or_none", "import_numba", "tbb_loadable",
            "apply_thread_policy", "njit_variant", "compile_loop", "serialised", "LAUNCH_LOCK"]
 
 _state: dict[str, Any] = {}
@@ -77,7 +86,40 @@ def apply_thread_policy(numba: Any = None) -> None:
     try:
         numba.threading_layer()  # raises until a parallel kernel has run
     except ValueError:
-        numba.config.THREADING_LAYER = "workqueue"
+        numba.config.THREADING_LAYER = "tbb" if tbb_loadable() else "workqueue"
+
+
+def tbb_loadable() -> bool:
+    """Whether Numba's TBB threading layer can load: the ``tbb`` distribution's
+    ``libtbb.so.12`` is loaded first (``pip install tbb`` puts it off the loader's search
+    path), then Numba's TBB pool is imported. Off with ``FUNCTX_TBB=0``."""
+    if os.environ.get("FUNCTX_TBB", "1") == "0":
+        return False
+    if "tbb" not in _state:
+        try:
+            lib = _tbb_library()
+            if lib is not None:
+                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+            from numba.np.ufunc import tbbpool  # noqa: F401, PLC0415  (Numba's own pool)
+            _state["tbb"] = True
+        except (ImportError, OSError):
+            _state["tbb"] = False
+    return _state["tbb"]
+
+
+def _tbb_library() -> str | None:
+    """The path of the ``tbb`` distribution's ``libtbb.so.12`` (pip puts it in the
+    environment's ``lib`` folder: ``sys.prefix/lib`` in a virtual environment,
+    ``/usr/local/lib`` for a system Python), or None."""
+    try:
+        files = importlib.metadata.files("tbb") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for f in files:
+        if f.name == "libtbb.so.12":
+            return str(f.locate())
+    lib = os.path.join(sys.prefix, "lib", "libtbb.so.12")
+    return lib if os.path.exists(lib) else None
 
 
 def import_numba() -> Any:

@@ -37,7 +37,10 @@ unbatched ones are broadcast, and a batched bias gets unit axes to broadcast aga
 The CPU implementation is the same algorithm in NumPy. On both backends float16 and
 bfloat16 operands compute in float32 and the results are rounded once, at the
 end (as PyTorch's fused float16 attention accumulates in float32); float32 and float64
-compute in their own dtype. The composite rules do the same (``in_float32``).
+compute in their own dtype. The composite rules do the same (``in_float32``). Exception:
+CUDA's flash kernels (float16/bfloat16 without soft-cap or bias array, see
+functx/primitives/cuda/_flash.py) also round the probabilities and ``ds`` to the dtype for
+their tensor-core products, as FlashAttention does (float32 accumulation throughout).
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.linalg.blas
 
 from functx import config
+from functx.backends._blas import run_small
 from functx.errors import ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import reduction as _red
@@ -115,6 +116,8 @@ def _dot_general_impl(xp, x, y, *, dimension_numbers, precision=None):
         # sum-of-products loop, 2x a broadcast multiply and far faster than a stack of
         # rank-1 matrix products.
         return xp.einsum("bi,bj->bij", x3[:, :, 0], y3[:, 0, :]).reshape(out_shape)
+    if xp is np:
+        return run_small(b * m * k * n, np.matmul, x3, y3).reshape(out_shape)
     return xp.matmul(x3, y3).reshape(out_shape)
 
 
@@ -133,10 +136,12 @@ _SCIPY_GEMM = {np.dtype(np.float64): "dgemm", np.dtype(np.complex128): "zgemm"}
 
 def _matmul_2d(xp, x, y):
     """``x @ y`` for 2-D operands (see ``_SCIPY_GEMM_MIN_FLOPS``)."""
-    name = _SCIPY_GEMM.get(x.dtype) if xp is np else None
-    if name is None or x.shape[0] * x.shape[1] * y.shape[1] < _SCIPY_GEMM_MIN_FLOPS \
-            or y.dtype != x.dtype:
+    if xp is not np:
         return xp.matmul(x, y)
+    name = _SCIPY_GEMM.get(x.dtype)
+    macs = x.shape[0] * x.shape[1] * y.shape[1]
+    if name is None or macs < _SCIPY_GEMM_MIN_FLOPS or y.dtype != x.dtype:
+        return run_small(macs, np.matmul, x, y)  # (one BLAS thread for a small product)
     # BLAS is column-major: compute the Fortran array (x y)^T = y^T x^T, whose transpose is
     # the C-ordered product. An operand that is C-contiguous is passed as its (Fortran)
     # transpose with the transpose flag, so no operand is copied.

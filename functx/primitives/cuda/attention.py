@@ -17,6 +17,12 @@ bias is read through its broadcast strides (up to three collapsed batch dimensio
 (L, S) or (B, 1, 1, S) bias is never expanded. The flattened batch is cut into chunks so
 that one scratch array of a chunk's block of logits holds at most _ATTENTION_SCRATCH_BYTES.
 
+Flash: float16 and bfloat16 calls with no soft-cap, a 0-d bias and head dims E == Ev in
+(32, 64, 128) run FlashAttention-2 kernels on tensor cores instead (functx/primitives/cuda/
+_flash.py: no logits in memory, no float32 copies of the operands); :data:`FLASH` = False
+forces the path above. Float32 calls under the same conditions run FlashAttention-2 kernels
+on plain float32 FMAs (_flash32.py; no TF32); :data:`FLASH32` = False forces the path above.
+
 The two functions are impl rules ``fn(xp, *arrays, **params, fallback)`` with ``xp`` =
 cupy, registered next to their primitives with the generic implementation as
 ``fallback`` (used where an operand is empty). Importing this module needs no CuPy;
@@ -29,12 +35,22 @@ from typing import Any, Callable
 
 import numpy as np
 
+from functx.primitives.cuda import _flash as flash
+from functx.primitives.cuda import _flash32 as flash32
 from functx.primitives.cuda._kernels import ROW_HELPERS, compute_dtype, raw_function, row_launch
 from functx.primitives.cuda.linalg import Gemm
 
 _ATTENTION_SCRATCH_BYTES = 64 << 20
 _ATTENTION_BLOCK_ABOVE = 1 << 22  # logits (N * L * S) from which causal rows are blocked
 _ATTENTION_BLOCK_ROWS = 256  # rows of a causal block (at most 8 blocks)
+
+# Whether float16/bfloat16 calls that the flash kernels support (functx/primitives/cuda/
+# _flash.py: no soft-cap, a 0-d bias, E == Ev in (32, 64, 128)) take them; False forces the
+# path above for every call (tests and benchmarks compare the two).
+FLASH = True
+# Whether float32 calls under the same conditions take the float32 flash kernels (functx/
+# primitives/cuda/_flash32.py: plain float32 FMAs, no TF32); False forces the path above.
+FLASH32 = True
 
 _SOURCE = ROW_HELPERS + r"""
 // scale * s, soft-capped (cap > 0; t = tanh(scale * s / cap)), plus the bias.
@@ -198,6 +214,10 @@ def dot_product_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: flo
     ``fallback`` (the generic implementation) where an operand is empty."""
     if 0 in q.shape or 0 in k.shape or 0 in v.shape:  # nothing for the kernels to do
         return fallback(xp, q, k, v, b, scale=scale, causal=causal, softcap=softcap)
+    if FLASH and flash.supported(xp, q, k, v, b, softcap):
+        return flash.flash_attention(xp, q, k, v, b, scale=scale, causal=causal)
+    if FLASH32 and flash32.supported(xp, q, k, v, b, softcap):
+        return flash32.flash_attention(xp, q, k, v, b, scale=scale, causal=causal)
     dt = np.dtype(q.dtype)
     lead = tuple(q.shape[:-2])
     ct, (N, L, S, E, Ev), (q3, k3, v3), bias, layout, nc, blocks, size = _attention_setup(
@@ -235,6 +255,12 @@ def dot_product_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, 
     if 0 in q.shape or 0 in k.shape or 0 in v.shape:  # nothing for the kernels to do
         return fallback(xp, q, k, v, b, g, scale=scale, causal=causal, softcap=softcap,
                         bias_grad=bias_grad)
+    if FLASH and flash.supported(xp, q, k, v, b, softcap):
+        return flash.flash_attention_grad(xp, q, k, v, b, g, scale=scale, causal=causal,
+                                          bias_grad=bias_grad)
+    if FLASH32 and flash32.supported(xp, q, k, v, b, softcap):
+        return flash32.flash_attention_grad(xp, q, k, v, b, g, scale=scale, causal=causal,
+                                            bias_grad=bias_grad)
     dt = np.dtype(q.dtype)
     lead = tuple(q.shape[:-2])
     ct, (N, L, S, E, Ev), (q3, k3, v3, g3), bias, layout, nc, blocks, size = \
