@@ -40,12 +40,13 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # Window elements visited (output size times window size) from which the planes are spread
 # over the threads (with more than one). Measured (.dbg/threshold.py, 2x2 windows, float32,
 # wall time, medians) on a loaded 2-core Xeon with 2 threads: a parallel launch costs about
-# 35 us more than the serial loop (tiny work: 50 against 14 us); the serial loops take about
-# 1 ns per element visited forward and 2 backward (65k: 66-77 and 123 us; LeNet's first
-# pooling, 301k: 263 and 509 us). The threshold is where the serial forward loop takes about
-# twice the launch's cost, so that a machine with idle cores gains from there on (this one,
-# whose second core is busy, did not gain at any size). LeNet's two poolings visit 301k and
-# 102k elements.
+# 35 us more than the serial loop on Numba's workqueue layer (tiny work: 50 against 14 us)
+# and 4 us on its TBB layer (18.5 against 14 us); the serial loops take about 1 ns per
+# element visited forward and 2 backward (65k: 66 and 121 us; LeNet's first pooling, 301k:
+# 253 and 508 us). The threshold is where the serial forward loop takes about twice the
+# workqueue launch's cost, so that a machine with idle cores gains from there on (this one,
+# whose second core was busy, gained at no size). LeNet's two poolings visit 301k and 102k
+# elements.
 PARALLEL_WORK = 1 << 16
 
 _prange = range  # numba.prange in the parallel variants (functx.primitives._numba.compile_loop)
