@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from functx.backends import backend_of, backends
+from functx.backends import backend_of
 from functx.errors import ConcretizationError, ShapeError
 from functx.numpy._axes import axis_tuple, norm_axes, norm_axis
 from functx.numpy._promotion import asarray, astype, check_no_out, is_tracer, result_type
@@ -106,20 +106,7 @@ def to_host(v: Any) -> np.ndarray:
     return np.asarray(v) if b is None else np.asarray(b.to_host(v))
 
 
-def on_device_of(like: Any, host: np.ndarray) -> Any:
-    """A host constant (index array, mask, fill value) on the device ``like`` lives on.
-
-    Under an abstract trace the device is not known and the constant stays a NumPy array.
-    """
-    xp = _p.array_module(like)
-    if xp is np:
-        return host
-    # through the backend of that array module: its copy can be captured in a CUDA graph
-    # (functx/backends/_cuda.py), CuPy's own cannot
-    for b in backends().values():
-        if b.xp is xp:
-            return b.from_host(host)
-    return xp.asarray(host)
+on_device_of = _p.on_device_of  # (the primitives' helper: the pooling rules use it too)
 
 
 def join_scalars(*xs: Any) -> tuple:

@@ -44,7 +44,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from functx.backends import backends
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray, abstractify
 from functx.primitives import _pool_numba
@@ -214,18 +213,6 @@ max_pool_grad_p.def_impl(functools.partial(_cuda.max_pool_grad, fallback=_max_po
 
 # -- the composite gather (for the derivative rules) ------------------------------------------
 
-def _on_device(like: Any, host: np.ndarray) -> Any:
-    """The host constant ``host`` on the device ``like`` lives on (through its backend, so a
-    CUDA graph may capture the copy); a NumPy array under an abstract trace."""
-    xp = _shape.array_module(like)
-    if xp is np:
-        return host
-    for b in backends().values():
-        if b.xp is xp:
-            return b.from_host(host)
-    return xp.asarray(host)
-
-
 def window_stack(x: Any, window: Sequence[int], strides: Sequence[int],
                  dilation: Sequence[int]) -> Any:
     """The "valid" windows of ``x`` stacked along a new leading axis, in primitives: a
@@ -287,7 +274,8 @@ def first_rank(w: Any) -> Any:
     top = _shape.reshape(_red.reduce_max(w, (0,)), (1,) + rest)
     hit = _ew.or_(_ew.eq(w, top), _ew.ne(w, w))
     dt = np.dtype(np.int8 if kk < 128 else np.int32)
-    rank = _on_device(w, np.arange(kk, 0, -1, dtype=dt).reshape((kk,) + (1,) * len(rest)))
+    rank = _shape.on_device_of(w, np.arange(kk, 0, -1, dtype=dt).reshape((kk,)
+                                                                        + (1,) * len(rest)))
     return _red.reduce_max(_ew.mul(_ew.convert_element_type(hit, new_dtype=dt), rank), (0,))
 
 
@@ -316,7 +304,7 @@ def select_and_gather(x: Any, t: Any, *, window: Sequence[int], strides: Sequenc
     w = window_stack(stop_gradient(x), window, strides, dilation)
     kk, rest = shape_of(w)[0], tuple(shape_of(w)[1:])
     rank = first_rank(w)
-    ranks = _on_device(w, np.arange(kk, 0, -1, dtype=np.dtype(rank.dtype)).reshape(
+    ranks = _shape.on_device_of(w, np.arange(kk, 0, -1, dtype=np.dtype(rank.dtype)).reshape(
         (kk,) + (1,) * len(rest)))
     hit = _ew.eq(_shape.broadcast_in_dim(rank, (kk,) + rest, tuple(range(1, 1 + len(rest)))),
                  ranks)

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from functx.backends import backend_of, get_default_device
+from functx.backends import backend_of, backends, get_default_device
 from functx.errors import DTypeError, ShapeError
 from functx.ir import AbstractArray
 from functx.primitives import _batching as _b
@@ -50,6 +50,22 @@ def array_module(like: Any) -> Any:
         like = like._value
     b = backend_of(like)
     return b.xp if b is not None else get_default_device().backend.xp
+
+
+def on_device_of(like: Any, host: np.ndarray) -> Any:
+    """A host constant (index array, mask, fill value) on the device ``like`` lives on.
+
+    The copy goes through that device's backend (functx/backends/_cuda.py), so a CUDA graph
+    may capture it (CuPy's own copy cannot be captured). Under an abstract trace the device
+    is not known and the constant stays a NumPy array.
+    """
+    xp = array_module(like)
+    if xp is np:
+        return host
+    for b in backends().values():
+        if b.xp is xp:
+            return b.from_host(host)
+    return xp.asarray(host)
 
 
 _SCALARS: dict = {}
