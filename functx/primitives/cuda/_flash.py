@@ -53,7 +53,7 @@ _THREADS = 128
 _LOG2E = 1.4426950408889634
 _BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
 
-_SOURCE = r"""
+_SOURCE = layout.CUDA + r"""
 #define FX_BF16 @BF16@
 typedef unsigned int fx_u32;
 typedef unsigned short fx_u16;
@@ -119,19 +119,6 @@ __device__ __forceinline__ void fx_ldm4_t(fx_u32* r, const fx_u16* p) {
     const fx_u32 a = (fx_u32)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
-}
-
-// Where an operand's rows are (elements): batch entry n = n1 * nb + n2 (nb common to all
-// operands) starts at n1 * s1 + n2 * s2, its row r at r * rs after that; a row's D
-// elements are contiguous.
-struct fx_lay {
-    long long s1, s2;
-    int rs;  // (|rs| < 2**31: the host checks)
-};
-
-// Offset (elements) of row `row` of batch entry n1 * nb + n2.
-__device__ __forceinline__ long long fx_off(const fx_lay& a, int n1, int n2, long long row) {
-    return n1 * a.s1 + n2 * a.s2 + row * a.rs;
 }
 
 // Rows 0 .. 63 of a (rows, D) tile at g (row stride rs) into shared memory (row stride
@@ -611,18 +598,18 @@ extern "C" __global__ void functx_flash_cast_@T@(const float2* __restrict__ x,
 _WRAPPERS = r"""
 extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_fwd_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias, fx_u16* out,
-        float* lse, const fx_u16* dout, float* delta, @LAY5@, int nb, int L, int S,
+        float* lse, const fx_u16* dout, float* delta, @FWD@, int nb, int L, int S,
         float scale_log2, int causal, int want_out, int want_stats) {
-    fx_flash_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, @MK5@, nb, L, S, scale_log2,
+    fx_flash_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S, scale_log2,
                       causal, want_out, want_stats);
 }
 
 extern "C" __global__ void __launch_bounds__(128, @MINB@) functx_flash_bwd_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias,
         const fx_u16* dout, const float* lse, const float* delta, float* dq, fx_u16* dk,
-        fx_u16* dv, @LAY6@, int nb, int L, int S, float scale_log2, float scale,
+        fx_u16* dv, @BWD@, int nb, int L, int S, float scale_log2, float scale,
         int causal) {
-    fx_flash_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, @MK6@, nb, L, S,
+    fx_flash_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, @BWD@_CALL, nb, L, S,
                       scale_log2, scale, causal);
 }
 """
@@ -642,11 +629,8 @@ def _source(tag: str) -> str:
     body = _SOURCE.replace("@BF16@", "1" if tag == "bf16" else "0").replace("@T@", tag)
     # Blocks per SM the registers must allow (the shared memory allows them): forward 4
     # (at most 128 registers a thread) for E <= 64, else 3 (168); backward 3 for E <= 64.
-    fwd, bwd = ("q", "k", "v", "out", "dout"), ("q", "k", "v", "dout", "dk", "dv")
-    wrappers = (_WRAPPERS.replace("@LAY5@", layout.kernel_params(fwd))
-                .replace("@MK5@", layout.kernel_layouts(fwd))
-                .replace("@LAY6@", layout.kernel_params(bwd))
-                .replace("@MK6@", layout.kernel_layouts(bwd)))
+    wrappers = layout.wrappers(_WRAPPERS, {"@FWD@": ("q", "k", "v", "out", "dout"),
+                                           "@BWD@": ("q", "k", "v", "dout", "dk", "dv")})
     return body + "".join(wrappers.replace("@E@", str(e)).replace("@T@", tag)
                           .replace("@MINF@", "4" if e <= 64 else "3")
                           .replace("@MINB@", "3" if e <= 64 else "1") for e in HEAD_DIMS)

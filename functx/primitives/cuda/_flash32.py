@@ -60,25 +60,12 @@ _LOG2E = 1.4426950408889634
 _F32 = np.dtype(np.float32)
 _BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
 
-_SOURCE = r"""
+_SOURCE = layout.CUDA + r"""
 #define FX_TILE 64
 #define FX_PS 80
 #define FX_DSS 68
 #define FX_MINUS_INF __int_as_float((int)0xff800000u)
 #define FX_POS_INF __int_as_float((int)0x7f800000u)
-
-// Where an operand's rows are (elements): batch entry n = n1 * nb + n2 (nb common to all
-// operands) starts at n1 * s1 + n2 * s2, its row r at r * rs after that; a row's D
-// elements are contiguous.
-struct fx_lay {
-    long long s1, s2;
-    int rs;  // (|rs| < 2**31: the host checks)
-};
-
-// Offset (elements) of row `row` of batch entry n1 * nb + n2.
-__device__ __forceinline__ long long fx_off(const fx_lay& a, int n1, int n2, long long row) {
-    return n1 * a.s1 + n2 * a.s2 + row * a.rs;
-}
 
 // Rows 0 .. 63 of a (rows, D) float32 tile at g (row stride rs) into shared memory (row
 // stride D + 4) with cp.async, asynchronously (16-byte copies; g and rs 16-byte aligned);
@@ -288,8 +275,10 @@ __device__ __forceinline__ void fx_flash32_fwd(
         if (j0 + FX_TILE < kend) {  // the next tile into the other buffers (last read in
             // the previous iteration, before the barrier above)
             const int jn = j0 + FX_TILE;
-            fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * lk.rs, lk.rs, min(FX_TILE, S - jn));
-            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * lv.rs, lv.rs, min(FX_TILE, S - jn));
+            fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * lk.rs, lk.rs,
+                          min(FX_TILE, S - jn));
+            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * lv.rs, lv.rs,
+                          min(FX_TILE, S - jn));
             fx_cp_commit();
         }
         float s[4][4];
@@ -517,17 +506,17 @@ __device__ __forceinline__ void fx_flash32_bwd(
 _WRAPPERS = r"""
 extern "C" __global__ void __launch_bounds__(256, @MINB@) functx_flash32_fwd_e@E@(
         const float* q, const float* k, const float* v, const float* bias, float* out,
-        float* lse, const float* dout, float* delta, @LAY5@, int nb, int L, int S,
+        float* lse, const float* dout, float* delta, @FWD@, int nb, int L, int S,
         float scale_log2, int causal, int want_out, int want_stats) {
-    fx_flash32_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, @MK5@, nb, L, S, scale_log2,
+    fx_flash32_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S, scale_log2,
                         causal, want_out, want_stats);
 }
 
 extern "C" __global__ void __launch_bounds__(256, @MINB@) functx_flash32_bwd_e@E@(
         const float* q, const float* k, const float* v, const float* bias, const float* dout,
-        const float* lse, const float* delta, float* dq, float* dk, float* dv, @LAY7@,
+        const float* lse, const float* delta, float* dq, float* dk, float* dv, @BWD@,
         int nb, int L, int S, float scale_log2, float scale, int causal) {
-    fx_flash32_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, @MK7@, nb, L, S,
+    fx_flash32_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, @BWD@_CALL, nb, L, S,
                         scale_log2, scale, causal);
 }
 """
@@ -538,11 +527,8 @@ def source() -> str:
     """The CUDA C source of every float32 flash kernel (all head dims)."""
     # Blocks per SM the registers must allow (the shared memory allows as many): 2 for
     # E <= 64 (at most 128 registers a thread), else 1.
-    fwd, bwd = ("q", "k", "v", "out", "dout"), ("q", "k", "v", "dout", "dq", "dk", "dv")
-    wrappers = (_WRAPPERS.replace("@LAY5@", layout.kernel_params(fwd))
-                .replace("@MK5@", layout.kernel_layouts(fwd))
-                .replace("@LAY7@", layout.kernel_params(bwd))
-                .replace("@MK7@", layout.kernel_layouts(bwd)))
+    wrappers = layout.wrappers(_WRAPPERS, {"@FWD@": ("q", "k", "v", "out", "dout"),
+                                           "@BWD@": ("q", "k", "v", "dout", "dq", "dk", "dv")})
     return _SOURCE + "".join(wrappers.replace("@E@", str(e))
                              .replace("@MINB@", "2" if e <= 64 else "1") for e in HEAD_DIMS)
 

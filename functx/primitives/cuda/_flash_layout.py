@@ -14,6 +14,22 @@ import numpy as np
 
 Layout = tuple  # (nb, s1, s2, rs): Python ints, strides in elements
 
+# The kernels' side (prepended to their sources; none of raw_function's placeholders).
+CUDA = r"""
+// Where an operand's rows are (elements): batch entry n = n1 * nb + n2 (nb common to all
+// operands) starts at n1 * s1 + n2 * s2, its row r at r * rs after that; a row's D
+// elements are contiguous.
+struct fx_lay {
+    long long s1, s2;
+    int rs;  // (|rs| < 2**31: the host checks)
+};
+
+// Offset (elements) of row `row` of batch entry n1 * nb + n2.
+__device__ __forceinline__ long long fx_off(const fx_lay& a, int n1, int n2, long long row) {
+    return n1 * a.s1 + n2 * a.s2 + row * a.rs;
+}
+"""
+
 
 def batch_layout(shape: Sequence[int], strides: Sequence[int]) -> Layout | None:
     """The two-level description of an operand ``lead + (rows, E)``, or None.
@@ -161,3 +177,12 @@ def kernel_params(names: Sequence[str]) -> str:
 def kernel_layouts(names: Sequence[str]) -> str:
     """The ``fx_lay`` values built from :func:`kernel_params` (a wrapper's call)."""
     return ", ".join(f"fx_lay{{{a}_s1, {a}_s2, {a}_rs}}" for a in names)
+
+
+def wrappers(template: str, operands: dict) -> str:
+    """``template`` with each key ``@X@`` of ``operands`` replaced by the named operands'
+    :func:`kernel_params` and ``@X@_CALL`` by their :func:`kernel_layouts`."""
+    for key, names in operands.items():
+        template = (template.replace(key + "_CALL", kernel_layouts(names))
+                    .replace(key, kernel_params(names)))
+    return template
