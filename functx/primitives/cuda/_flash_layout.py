@@ -73,8 +73,9 @@ def batch_layout(shape: Sequence[int], strides: Sequence[int]) -> Layout | None:
 
 def _pointer(a: Any) -> int:
     """The address of ``a``'s first element (CuPy; NumPy for the CPU tests)."""
-    ptr = getattr(a.data, "ptr", None)
-    return int(ptr) if ptr is not None else int(a.__array_interface__["data"][0])
+    if isinstance(a, np.ndarray):
+        return int(a.__array_interface__["data"][0])
+    return int(a.data.ptr)
 
 
 def _aligned_layout(a: Any) -> Layout | None:
