@@ -26,6 +26,9 @@ with float32 ``atomicAdd`` into a float32 scratch, cast to the dtype at the end.
 Q and dO tiles are loaded with ``cp.async`` while the current ones are used (for
 ``E <= 64``; at 128 the shared memory would allow one block per SM).
 
+Operands and outputs (in their inputs' memory order) go through their strides where the last
+axis is contiguous and rows are 16-byte aligned, else are copied (_flash_layout.py).
+
 A 0-d bias adds one constant to every logit, which the softmax ignores: the kernels read
 it only to propagate a non-finite one (``-inf`` masks every row: zeros, as the reference;
 NaN gives NaN). The sources need no header (raw ``unsigned short`` storage, conversions in
@@ -723,8 +726,7 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
         ...                       causal=True)
     """
     dt = np.dtype(q.dtype)
-    lead, L, S = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2]
-    n = math.prod(lead)
+    n, L, S = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2]
     _check_sizes(n, L, S)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v})
     ops["out"] = layout.output_like(xp, q, dt, nb)
@@ -769,8 +771,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
         ...                                   scale=0.125, causal=True, bias_grad=False)
     """
     dt = np.dtype(q.dtype)
-    lead, L, S, e = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
-    n = math.prod(lead)
+    n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     _check_sizes(n, L, S)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
     ops["out"] = ops["q"]  # (unused)
@@ -790,9 +791,9 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
                np.float32(scale), np.int32(causal)))
     dq, dq_strides = layout.output_like(xp, q, dt, nb)
     pairs = n * L * e // 2
-    cast = _function_cast(xp, dt)
-    cast((-(-pairs // 256),), (256,), (dq32, dq, np.int64(pairs), np.int32(L), np.int32(e))
-         + layout.args(dq_strides) + (np.int32(nb),))
+    _function_cast(xp, dt)((-(-pairs // 256),), (256,),
+                           (dq32, dq, np.int64(pairs), np.int32(L), np.int32(e))
+                           + layout.args(dq_strides) + (np.int32(nb),))
     outs = (dq, dk, dv)
     if bias_grad:
         outs += (xp.zeros(tuple(np.shape(b)), np.dtype(getattr(b, "dtype", dt))),)

@@ -33,6 +33,10 @@ registers a thread each), one at ``E = 128``. Accuracy: every product and sum in
 (``fmaf``), ``exp2f`` and ``log2f`` at full precision, ``O / l`` divided: errors of a few
 1e-7 of the largest magnitude, as the old float32 path's (tests/test_cuda_flash32.py).
 
+Operands are read, and out, dq, dk and dv written, through their strides
+(functx/primitives/cuda/_flash_layout.py) when the last axis is contiguous and the rows
+16-byte aligned (else copied contiguous); outputs take their inputs' memory order.
+
 A 0-d bias adds one constant to every logit, which the softmax ignores: the kernels read
 it only to propagate a non-finite one (``-inf`` masks every row: zeros, as the reference;
 NaN gives NaN). The source contains none of raw_function's placeholders. Importing this
@@ -625,8 +629,7 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
         >>> out = flash_attention(cupy, q, k, v, cupy.zeros((), q.dtype), scale=0.125,
         ...                       causal=True)
     """
-    lead, L, S = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2]
-    n = math.prod(lead)
+    n, L, S = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2]
     _check_sizes(n, L, S)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v})
     ops["out"] = layout.output_like(xp, q, _F32, nb)
@@ -660,8 +663,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
         >>> dq, dk, dv = flash_attention_grad(cupy, q, k, v, cupy.zeros((), q.dtype), g,
         ...                                   scale=0.125, causal=True, bias_grad=False)
     """
-    lead, L, S, e = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
-    n = math.prod(lead)
+    n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     _check_sizes(n, L, S)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
     ops["out"] = ops["q"]  # (unused)
