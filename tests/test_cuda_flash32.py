@@ -210,9 +210,9 @@ def laid_out(x: np.ndarray, how: str):
     import cupy
 
     if how == "contig":
-        return cupy.asarray(x)
+        return to_dev(x)
     if how == "trans":
-        return cupy.ascontiguousarray(cupy.asarray(x).swapaxes(-3, -2)).swapaxes(-3, -2)
+        return to_dev(np.ascontiguousarray(x.swapaxes(-3, -2))).swapaxes(-3, -2)
     *lead, h, r, e = x.shape
     if how == "slice":
         view = cupy.zeros(tuple(lead) + (r, 2 * h, e), x.dtype).swapaxes(-3, -2)[..., ::2, :, :]
@@ -220,7 +220,7 @@ def laid_out(x: np.ndarray, how: str):
         view = cupy.zeros(x.shape[:-1] + (e + 1,), x.dtype)[..., 1:]
     else:
         raise ValueError(how)
-    view[...] = cupy.asarray(x)
+    view[...] = to_dev(x)
     return view
 
 
@@ -261,7 +261,7 @@ def check_strided_against_contiguous(mod, dt, case, causal, monkeypatch, dq_tol)
     finally:
         monkeypatch.setattr(cupy, "ascontiguousarray", real)
     assert bool(copies) == (name == "misaligned"), copies
-    ref = [cupy.asarray(a) for a in x]
+    ref = [to_dev(a) for a in x]
     want = [mod.flash_attention(cupy, *ref[:3], b, scale=sc, causal=causal)]
     want += list(mod.flash_attention_grad(cupy, *ref[:3], b, ref[3], scale=sc,
                                           causal=causal, bias_grad=False))
