@@ -180,10 +180,10 @@ def kernel_layouts(names: Sequence[str]) -> str:
     return ", ".join(f"fx_lay{{{a}_s1, {a}_s2, {a}_rs}}" for a in names)
 
 
-def wrappers(template: str, operands: dict) -> str:
-    """``template`` with each key ``@X@`` of ``operands`` replaced by the named operands'
+def wrappers(template: str, groups: dict) -> str:
+    """``template`` with each key ``@X@`` of ``groups`` replaced by the named operands'
     :func:`kernel_params` and ``@X@_CALL`` by their :func:`kernel_layouts`."""
-    for key, names in operands.items():
+    for key, names in groups.items():
         template = (template.replace(key + "_CALL", kernel_layouts(names))
                     .replace(key, kernel_params(names)))
     return template
