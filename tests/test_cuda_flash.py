@@ -22,6 +22,7 @@ from functx.primitives.cuda import _flash
 from functx.primitives.cuda import attention as cuda_attention
 
 from tests.test_cuda import IS_CUDA, to_dev
+from tests.test_cuda_flash32 import LAYOUTS, check_strided_against_contiguous
 
 gpu = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
 
@@ -203,6 +204,44 @@ def test_jit_grad_of_causal_sdpa_in_bfloat16_matches_eager(counted) -> None:
             assert x.dtype == BF16
             assert rel_err(host(x), host(e)) <= 1e-2  # (dq's float32 atomics: any order)
             assert rel_err(host(x), w) <= TOL[BF16]
+
+
+@gpu
+@pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", LAYOUTS, ids=[c[0] for c in LAYOUTS])
+def test_strided_operands_match_contiguous(case, causal, dt, monkeypatch) -> None:
+    # dq: float32 atomics (any order), then rounded: within one unit in the last place.
+    check_strided_against_contiguous(_flash, dt, case, causal, monkeypatch, 2 * FLOOR[dt])
+
+
+@gpu
+@pytest.mark.usefixtures("compiler_on")
+def test_jit_grad_of_sdpa_on_transposed_views_in_bfloat16_matches_eager(counted) -> None:
+    # q, k, v arrive as (B, L, H, E) -> (B, H, L, E) views, as in a transformer block.
+    shapes = [(2, 150, 4, 64)] * 3 + [(2, 4, 150, 64)]
+    x = [RNG.standard_normal(s).astype(np.float32).astype(BF16) for s in shapes]
+    x64 = [a.astype(np.float64) for a in x]
+
+    def loss(qt, kt, vt, w):
+        q, k, v = (fnp.transpose(a, (0, 2, 1, 3)) for a in (qt, kt, vt))
+        return fnp.sum(fnn.scaled_dot_product_attention(q, k, v, is_causal=True) * w)
+
+    args = to_dev(tuple(x))
+    eager = fx.grad(loss, argnums=(0, 1, 2))(*args)
+    assert counted["bwd"] >= 1
+    want = A.dot_product_attention_grad(*(a.transpose(0, 2, 1, 3) for a in x64[:3]), None,
+                                        x64[3], scale=1 / 8.0, causal=True)
+    want = [w.transpose(0, 2, 1, 3) for w in want]
+    step = fx.jit(fx.grad(loss, argnums=(0, 1, 2)))
+    before = dict(cuda_graph.STATS)
+    outs = [step(*args) for _ in range(3)]  # eager or capture, then replays
+    assert cuda_graph.STATS["failed"] == before["failed"]
+    for got in outs:
+        for g, e, w in zip(got, eager, want):
+            assert g.dtype == BF16 and g.shape == (2, 150, 4, 64)
+            assert rel_err(host(g), host(e)) <= 1e-2  # (dq's float32 atomics: any order)
+            assert rel_err(host(g), w) <= TOL[BF16]
 
 
 @pytest.fixture

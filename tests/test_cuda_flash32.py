@@ -26,6 +26,7 @@ import functx.numpy as fnp
 from functx.compiler import cuda_graph
 from functx.primitives import attention as A
 from functx.primitives.cuda import _flash32
+from functx.primitives.cuda import _flash_layout as layout
 from functx.primitives.cuda import attention as cuda_attention
 
 from tests.test_cuda import IS_CUDA, to_dev
@@ -164,7 +165,7 @@ def test_zero_d_bias_and_strided_operands(counted) -> None:
         else:
             assert rel_err(got, want) <= TOL
     assert counted["fwd"] == 2 and counted["bwd"] == 1
-    # Operands that are transposed views (copied to contiguous ones by the kernels' host code).
+    # Operands that are transposed views (read through their strides by the kernels).
     qt, kt, vt = to_dev(tuple(np.ascontiguousarray(np.swapaxes(a, 0, 1)) for a in (q, k, v)))
     got = A.dot_product_attention(*(a.swapaxes(0, 1) for a in (qt, kt, vt)), scale=0.2,
                                   causal=False)
@@ -201,6 +202,90 @@ def test_declines_what_it_does_not_support(counted) -> None:
     assert counted["fwd"] == 0
 
 
+def laid_out(x: np.ndarray, how: str):
+    """A CuPy array equal to ``x`` (``lead + (rows, E)``, at least 3-d) in the memory
+    layout ``how``: "contig"; "trans" (a ``(..., rows, H, E)`` buffer seen as
+    ``(..., H, rows, E)``); "slice" (every other head of a ``(..., rows, 2H, E)`` buffer);
+    "misaligned" (rows of ``E + 1`` elements from the second: the contiguous fallback)."""
+    import cupy
+
+    if how == "contig":
+        return to_dev(x)
+    if how == "trans":
+        return to_dev(np.ascontiguousarray(x.swapaxes(-3, -2))).swapaxes(-3, -2)
+    *lead, h, r, e = x.shape
+    if how == "slice":
+        view = cupy.zeros(tuple(lead) + (r, 2 * h, e), x.dtype).swapaxes(-3, -2)[..., ::2, :, :]
+    elif how == "misaligned":
+        view = cupy.zeros(x.shape[:-1] + (e + 1,), x.dtype)[..., 1:]
+    else:
+        raise ValueError(how)
+    view[...] = to_dev(x)
+    return view
+
+
+# (name, layouts of q, k, v and the cotangent, batch, L, S, E)
+LAYOUTS = [("trans", ("trans",) * 4, (2, 4), 100, 130, 64),
+           ("slice", ("slice",) * 4, (2, 3), 64, 64, 32),
+           ("mixed", ("trans", "contig", "contig", "trans"), (2, 4), 70, 200, 128),
+           ("misaligned", ("misaligned",) * 4, (2, 3), 65, 65, 64),
+           ("lead3", ("trans",) * 4, (2, 2, 3), 100, 17, 64)]
+
+
+def check_strided_against_contiguous(mod, dt, case, causal, monkeypatch, dq_tol) -> None:
+    """``mod``'s kernels on operands laid out as ``case`` says against the same kernels on
+    contiguous copies: out, dk, dv bitwise, dq (float32 atomics) within ``dq_tol``; the
+    outputs of the logical shapes, in their inputs' memory order; copies only where the
+    layout is misaligned. (Shared with tests/test_cuda_flash.py.)"""
+    import cupy
+
+    name, hows, batch, L, S, E = case
+    shapes = [batch + (L, E), batch + (S, E), batch + (S, E), batch + (L, E)]
+    x = [RNG.standard_normal(s).astype(np.float32).astype(dt) for s in shapes]
+    dev = [laid_out(a, h) for a, h in zip(x, hows)]
+    for a, want in zip(dev, x):
+        assert a.shape == want.shape and np.array_equal(cupy.asnumpy(a), want)
+    b, sc = cupy.zeros((), dt), 1 / np.sqrt(E)
+    copies = []
+    real = cupy.ascontiguousarray
+
+    def counting(a, *args, **kw):
+        copies.append(a.shape)
+        return real(a, *args, **kw)
+
+    monkeypatch.setattr(cupy, "ascontiguousarray", counting)
+    try:
+        got = [mod.flash_attention(cupy, *dev[:3], b, scale=sc, causal=causal)]
+        got += list(mod.flash_attention_grad(cupy, *dev[:3], b, dev[3], scale=sc,
+                                             causal=causal, bias_grad=False))
+    finally:
+        monkeypatch.setattr(cupy, "ascontiguousarray", real)
+    assert bool(copies) == (name == "misaligned"), copies
+    ref = [to_dev(a) for a in x]
+    want = [mod.flash_attention(cupy, *ref[:3], b, scale=sc, causal=causal)]
+    want += list(mod.flash_attention_grad(cupy, *ref[:3], b, ref[3], scale=sc,
+                                          causal=causal, bias_grad=False))
+    for i, (g, w, like) in enumerate(zip(got, want, [dev[0], dev[0], dev[1], dev[2]])):
+        assert g.shape == like.shape and g.dtype == np.dtype(dt)
+        if i == 1:  # dq
+            assert rel_err(host(g), host(w)) <= dq_tol
+        else:
+            assert np.array_equal(cupy.asnumpy(g), cupy.asnumpy(w))
+        if name != "misaligned":  # the same memory order as the matching input
+            order = np.argsort([-abs(t) for t in like.strides[:-1]], kind="stable")
+            got_order = np.argsort([-abs(t) for t in g.strides[:-1]], kind="stable")
+            assert order.tolist() == got_order.tolist(), (g.strides, like.strides)
+        if name in ("trans", "lead3") or (name == "mixed" and i < 2):  # back: free
+            assert g.swapaxes(-3, -2).flags.c_contiguous
+
+
+@gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", LAYOUTS, ids=[c[0] for c in LAYOUTS])
+def test_strided_operands_match_contiguous(case, causal, monkeypatch) -> None:
+    check_strided_against_contiguous(_flash32, F32, case, causal, monkeypatch, 1e-6)
+
+
 @pytest.fixture
 def compiler_on():
     import functx.compiler as compiler
@@ -231,6 +316,97 @@ def test_jit_grad_of_causal_sdpa_in_float32_matches_eager(counted) -> None:
             assert x.dtype == F32
             assert rel_err(host(x), host(e)) <= 1e-6  # (dq's float32 atomics: any order)
             assert rel_err(host(x), w) <= TOL
+
+
+@gpu
+@pytest.mark.usefixtures("compiler_on")
+def test_jit_grad_of_sdpa_on_transposed_views_matches_eager(counted) -> None:
+    # q, k, v arrive as (B, L, H, E) -> (B, H, L, E) views, as in a transformer block.
+    shapes = [(2, 150, 4, 64)] * 3 + [(2, 4, 150, 64)]
+    x = [RNG.standard_normal(s).astype(F32) for s in shapes]
+    x64 = [a.astype(np.float64) for a in x]
+
+    def loss(qt, kt, vt, w):
+        q, k, v = (fnp.transpose(a, (0, 2, 1, 3)) for a in (qt, kt, vt))
+        return fnp.sum(fnn.scaled_dot_product_attention(q, k, v, is_causal=True) * w)
+
+    args = to_dev(tuple(x))
+    eager = fx.grad(loss, argnums=(0, 1, 2))(*args)
+    assert counted["bwd"] >= 1
+    want = A.dot_product_attention_grad(*(a.transpose(0, 2, 1, 3) for a in x64[:3]), None,
+                                        x64[3], scale=1 / 8.0, causal=True)
+    want = [w.transpose(0, 2, 1, 3) for w in want]
+    step = fx.jit(fx.grad(loss, argnums=(0, 1, 2)))
+    before = dict(cuda_graph.STATS)
+    outs = [step(*args) for _ in range(3)]  # eager or capture, then replays
+    assert cuda_graph.STATS["failed"] == before["failed"]
+    for got in outs:
+        for g, e, w in zip(got, eager, want):
+            assert g.dtype == F32 and g.shape == (2, 150, 4, 64)
+            assert rel_err(host(g), host(e)) <= 1e-6  # (dq's float32 atomics: any order)
+            assert rel_err(host(g), w) <= TOL
+    for e, w in zip(eager, want):
+        assert rel_err(host(e), w) <= TOL
+
+
+# -- without a GPU ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape, strides, want", [
+    ((2, 3, 10, 64), (1920, 640, 64, 1), (1, 640, 0, 64)),  # contiguous: one level
+    ((2, 4, 10, 64), (2560, 64, 256, 1), (4, 2560, 64, 256)),  # (B, L, H, E) transposed
+    ((2, 4, 10, 64), (5120, 128, 512, 1), (4, 5120, 128, 512)),  # every other head of 8
+    ((2, 3, 4, 10, 64), (7680, 2560, 64, 256, 1), (4, 2560, 64, 256)),  # (2, 3) merged
+    ((1, 4, 1, 10, 64), (99, 640, 7, 64, 1), (1, 640, 0, 64)),  # size-1 dims: any stride
+    ((3, 1, 64), (64, 12345, 1), (1, 64, 0, 0)),  # one row: any row stride
+    ((10, 64), (64, 1), (1, 0, 0, 64)),  # no batch dims
+    ((2, 4, 10, 64), (0, 0, 64, 1), (1, 0, 0, 64)),  # broadcast batch dims
+    ((2, 4, 10, 64), (-2560, 64, 256, 1), (4, -2560, 64, 256)),  # negative strides
+    ((2, 3, 4, 10, 8), (1000, 8, 100, 800, 1), None),  # three levels
+    ((2, 10, 64), (640, 64, 2), None),  # last axis not contiguous
+])
+def test_batch_layout(shape, strides, want) -> None:
+    assert layout.batch_layout(shape, strides) == want
+    if want is None:
+        return
+    # The described offsets are the strided ones of every (batch entry, row, column).
+    nb, s1, s2, rs = want
+    idx = np.indices(shape).reshape(len(shape), -1)
+    n = np.ravel_multi_index(tuple(idx[:-2]), shape[:-2]) if len(shape) > 2 else 0 * idx[0]
+    flat = (n // nb) * s1 + (n % nb) * s2 + idx[-2] * rs + idx[-1]
+    direct = sum(i * (st if d > 1 else 0) for i, st, d in zip(idx, strides, shape))
+    assert np.array_equal(flat, direct)
+
+
+def test_with_nb_and_host_operands_on_numpy() -> None:
+    assert layout.with_nb((1, 512, 0, 8), 4) == (2048, 512, 8)
+    assert layout.with_nb((4, 100, 10, 8), 4) == (100, 10, 8)
+    assert layout.with_nb((4, 100, 10, 8), 3) is None
+    base = np.arange(2 * 10 * 4 * 64, dtype=F32).reshape(2, 10, 4, 64)
+    qt = base.swapaxes(1, 2)  # (2, 4, 10, 64) view
+    k = np.ascontiguousarray(qt) + 1
+    odd = np.zeros((2, 4, 10, 65), F32)[..., 1:]  # misaligned rows: copied
+    odd[...] = 2
+    ops, nb = layout.operands(np, {"q": qt, "k": k, "v": odd})
+    assert nb == 4 and ops["q"][0] is qt and ops["k"][0] is k and ops["v"][0] is not odd
+    assert ops["v"][0].flags.c_contiguous and np.array_equal(ops["v"][0], odd)
+    for a, (arr, (s1, s2, rs)) in zip((qt, k, odd), ops.values()):
+        # The kernels' addressing, emulated: batch entry n1 * nb + n2, row r.
+        emu = np.lib.stride_tricks.as_strided(arr, (2, nb, 10, 64),
+                                              (4 * s1, 4 * s2, 4 * rs, 4))
+        assert np.array_equal(emu, a.reshape(2, nb, 10, 64))
+    out, (s1, s2, rs) = layout.output_like(np, qt, F32, nb)
+    assert out.shape == qt.shape and out.swapaxes(1, 2).flags.c_contiguous
+    assert (s1, s2, rs) == (2560, 64, 256)
+    dk, st = layout.output_like(np, k, F32, nb, zero=True)
+    assert dk.flags.c_contiguous and not dk.any() and st == (2560, 640, 64)
+    # Two levels of another size than the first operand's: copied.
+    q3 = np.zeros((2, 10, 2, 2, 64), F32).transpose(0, 2, 3, 1, 4)  # levels 2 x 4
+    k3 = np.zeros((2, 2, 10, 2, 64), F32).transpose(0, 1, 3, 2, 4)  # levels 4 x 2
+    assert layout.batch_layout(q3.shape, [t // 4 for t in q3.strides])[0] == 4
+    assert layout.batch_layout(k3.shape, [t // 4 for t in k3.strides])[0] == 2
+    ops, nb = layout.operands(np, {"q": q3, "k": k3})
+    assert nb == 4 and ops["q"][0] is q3 and ops["k"][0] is not k3
+    assert ops["k"][0].flags.c_contiguous and ops["k"][1] == (4 * 640, 640, 64)
 
 
 # -- without a GPU ---------------------------------------------------------------------------

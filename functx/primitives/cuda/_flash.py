@@ -26,6 +26,9 @@ with float32 ``atomicAdd`` into a float32 scratch, cast to the dtype at the end.
 Q and dO tiles are loaded with ``cp.async`` while the current ones are used (for
 ``E <= 64``; at 128 the shared memory would allow one block per SM).
 
+Operands and outputs (in their inputs' memory order) go through their strides where the last
+axis is contiguous and rows are 16-byte aligned, else are copied (_flash_layout.py).
+
 A 0-d bias adds one constant to every logit, which the softmax ignores: the kernels read
 it only to propagate a non-finite one (``-inf`` masks every row: zeros, as the reference;
 NaN gives NaN). The sources need no header (raw ``unsigned short`` storage, conversions in
@@ -42,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from functx.primitives.cuda import _flash_layout as layout
 from functx.primitives.cuda._kernels import BFLOAT16, raw_function
 
 # Head dims with a kernel (E == Ev).
@@ -52,7 +56,7 @@ _THREADS = 128
 _LOG2E = 1.4426950408889634
 _BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
 
-_SOURCE = r"""
+_SOURCE = layout.CUDA + r"""
 #define FX_BF16 @BF16@
 typedef unsigned int fx_u32;
 typedef unsigned short fx_u16;
@@ -120,16 +124,17 @@ __device__ __forceinline__ void fx_ldm4_t(fx_u32* r, const fx_u16* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
 }
 
-// Rows 0 .. 63 of a (rows, D) tile at g into shared memory (row stride D + 8) with
-// cp.async, asynchronously (16-byte copies; D a multiple of 8, g 16-byte aligned); rows
-// from `valid` on are zero-filled. Complete after fx_cp_commit, fx_cp_wait and a barrier.
+// Rows 0 .. 63 of a (rows, D) tile at g (row stride rs) into shared memory (row stride
+// D + 8) with cp.async, asynchronously (16-byte copies; D a multiple of 8, g and rs 16-byte
+// aligned); rows from `valid` on are zero-filled. Complete after fx_cp_commit, fx_cp_wait
+// and a barrier.
 template <int D>
-__device__ __forceinline__ void fx_cp_tile(fx_u16* sm, const fx_u16* g, int valid) {
+__device__ __forceinline__ void fx_cp_tile(fx_u16* sm, const fx_u16* g, int rs, int valid) {
     constexpr int CH = D / 8;
     for (int c = threadIdx.x; c < FX_TILE * CH; c += blockDim.x) {
         const int r = c / CH, cc = c - r * CH;
         const bool ok = r < valid;
-        const fx_u16* src = g + (ok ? (long long)r * D + cc * 8 : 0LL);
+        const fx_u16* src = g + (ok ? (long long)r * rs + cc * 8 : 0LL);
         const fx_u32 dst = (fx_u32)__cvta_generic_to_shared(sm + r * (D + 8) + cc * 8);
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                      :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
@@ -164,14 +169,15 @@ __device__ __forceinline__ float fx_quad_sum(float x) {
 
 // The forward pass of one (batch entry, tile of 64 queries). q (N, L, D), k and v (N, S, D),
 // out (N, L, D) (written with want_out), lse (N, L) float32 (base 2, with want_stats),
-// dout (N, L, D) and delta (N, L) float32 (rowsum(dout * out), with want_stats).
+// dout (N, L, D) and delta (N, L) float32 (rowsum(dout * out), with want_stats); q, k, v,
+// out and dout through their layouts lq, lk, lv, lo, lg (lse and delta contiguous).
 template <int D>
 __device__ __forceinline__ void fx_flash_fwd(
         const fx_u16* __restrict__ q, const fx_u16* __restrict__ k,
         const fx_u16* __restrict__ v, const fx_u16* __restrict__ bias,
         fx_u16* __restrict__ out, float* __restrict__ lse, const fx_u16* __restrict__ dout,
-        float* __restrict__ delta, int L, int S, float scale_log2, int causal, int want_out,
-        int want_stats) {
+        float* __restrict__ delta, fx_lay lq, fx_lay lk, fx_lay lv, fx_lay lo, fx_lay lg,
+        int nb, int L, int S, float scale_log2, int causal, int want_out, int want_stats) {
     // Two buffers of K and V tiles (dynamic shared memory): tile t + 1 is loaded
     // (cp.async) while tile t is used.
     extern __shared__ __align__(16) unsigned char fx_smem[];
@@ -181,17 +187,25 @@ __device__ __forceinline__ void fx_flash_fwd(
     fx_u16* sV1 = sK1 + FX_TILE * (D + 8);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const long long n = blockIdx.x;
+    const int n1 = (int)blockIdx.x / nb, n2 = (int)blockIdx.x - n1 * nb;
     const int i0 = (gridDim.y - 1 - blockIdx.y) * FX_TILE;  // the longest rows first
-    q += (n * L + i0) * D;
-    k += n * S * D;
-    v += n * S * D;
+    // The offsets of this batch entry's k, v, out and dout (read from shared memory after
+    // barriers: registers would spill at D = 64).
+    __shared__ long long fx_base[4];
+    if (threadIdx.x == 0) {
+        fx_base[0] = fx_off(lk, n1, n2, 0);
+        fx_base[1] = fx_off(lv, n1, n2, 0);
+        fx_base[2] = fx_off(lo, n1, n2, 0);
+        fx_base[3] = fx_off(lg, n1, n2, 0);
+    }
+    q += fx_off(lq, n1, n2, i0);
     const float bb = fx_bias(bias);
 
     // This warp's 16 rows of Q, as A fragments, through the second K buffer; the first
     // K and V tiles into the first buffers.
-    fx_cp_tile<D>(sK1, q, min(FX_TILE, L - i0));
-    fx_cp_tile<D>(sK0, k, min(FX_TILE, S));
-    fx_cp_tile<D>(sV0, v, min(FX_TILE, S));
+    fx_cp_tile<D>(sK1, q, lq.rs, min(FX_TILE, L - i0));
+    fx_cp_tile<D>(sK0, k + fx_off(lk, n1, n2, 0), lk.rs, min(FX_TILE, S));
+    fx_cp_tile<D>(sV0, v + fx_off(lv, n1, n2, 0), lv.rs, min(FX_TILE, S));
     fx_cp_commit();
     fx_cp_wait<0>();
     __syncthreads();
@@ -213,8 +227,10 @@ __device__ __forceinline__ void fx_flash_fwd(
         if (j0 + FX_TILE < kend) {  // the next tile into the other buffers (last read in
             // the previous iteration, which ended with a barrier)
             const int jn = j0 + FX_TILE;
-            fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * D, min(FX_TILE, S - jn));
-            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * D, min(FX_TILE, S - jn));
+            fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + fx_base[0] + (long long)jn * lk.rs, lk.rs,
+                          min(FX_TILE, S - jn));
+            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + fx_base[1] + (long long)jn * lv.rs, lv.rs,
+                          min(FX_TILE, S - jn));
             fx_cp_commit();
             fx_cp_wait<1>();
         } else {
@@ -307,14 +323,14 @@ __device__ __forceinline__ void fx_flash_fwd(
         o[d][2] *= inv[1]; o[d][3] *= inv[1];
     }
     if (want_out) {
-        out += n * L * D;
+        out += fx_base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int i = row0 + r * 8;
             if (i < L) {
 #pragma unroll
                 for (int d = 0; d < D / 8; ++d)
-                    *reinterpret_cast<fx_u32*>(out + (long long)i * D + d * 8 + 2 * t4) =
+                    *reinterpret_cast<fx_u32*>(out + (long long)i * lo.rs + d * 8 + 2 * t4) =
                         fx_pack(o[d][2 * r], o[d][2 * r + 1]);
             }
         }
@@ -325,7 +341,7 @@ __device__ __forceinline__ void fx_flash_fwd(
             const int i = row0 + r * 8;
             float acc = 0.f;
             if (i < L) {
-                const fx_u16* dr = dout + (n * L + i) * D;
+                const fx_u16* dr = dout + fx_base[3] + (long long)i * lg.rs;
 #pragma unroll
                 for (int d = 0; d < D / 8; ++d) {
                     const fx_u32 w = *reinterpret_cast<const fx_u32*>(dr + d * 8 + 2 * t4);
@@ -346,14 +362,16 @@ __device__ __forceinline__ void fx_flash_fwd(
 // operand type, dq (N, L, D) float32 added to (atomicAdd; zeroed by the caller). lse and
 // delta from fx_flash_fwd (want_stats). Shared memory (dynamic): K, V, Q, dO tiles
 // (row stride D + 8; Q and dO double-buffered for D <= 64), dS^T (64 x 72) and 64 values
-// each of lse and delta.
+// each of lse and delta. q, k, v, dout, dk and dv through their layouts lq, lk, lv, lg,
+// ldk, ldv (lse, delta and dq contiguous).
 template <int D>
 __device__ __forceinline__ void fx_flash_bwd(
         const fx_u16* __restrict__ q, const fx_u16* __restrict__ k,
         const fx_u16* __restrict__ v, const fx_u16* __restrict__ bias,
         const fx_u16* __restrict__ dout, const float* __restrict__ lse,
         const float* __restrict__ delta, float* __restrict__ dq, fx_u16* __restrict__ dk,
-        fx_u16* __restrict__ dv, int L, int S, float scale_log2, float scale, int causal) {
+        fx_u16* __restrict__ dv, fx_lay lq, fx_lay lk, fx_lay lv, fx_lay lg, fx_lay ldk,
+        fx_lay ldv, int nb, int L, int S, float scale_log2, float scale, int causal) {
     extern __shared__ __align__(16) unsigned char fx_smem[];
     constexpr int RS = D + 8, DSS = FX_TILE + 8;
     fx_u16* sK = reinterpret_cast<fx_u16*>(fx_smem);
@@ -370,21 +388,32 @@ __device__ __forceinline__ void fx_flash_bwd(
     float* sD = sL + FX_TILE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const long long n = blockIdx.x;
+    const int n1 = (int)blockIdx.x / nb, n2 = (int)blockIdx.x - n1 * nb;
     const int j0 = blockIdx.y * FX_TILE;  // the longest (causal) loops first
-    q += n * L * D;
-    dout += n * L * D;
+    // The offsets of this batch entry's q, dout, dk and dv (read from shared memory:
+    // registers would spill at D = 64).
+    __shared__ long long fx_base[4];
+    if (threadIdx.x == 0) {
+        fx_base[0] = fx_off(lq, n1, n2, 0);
+        fx_base[1] = fx_off(lg, n1, n2, 0);
+        fx_base[2] = fx_off(ldk, n1, n2, 0);
+        fx_base[3] = fx_off(ldv, n1, n2, 0);
+    }
+    __syncthreads();
     lse += n * L;
     delta += n * L;
     dq += n * L * D;
-    k += (n * S + j0) * D;
-    v += (n * S + j0) * D;
+    k += fx_off(lk, n1, n2, j0);
+    v += fx_off(lv, n1, n2, j0);
     const float bb = fx_bias(bias);
     const int istart = causal ? j0 : 0;  // (a multiple of the tile)
-    fx_cp_tile<D>(sK, k, min(FX_TILE, S - j0));
-    fx_cp_tile<D>(sV, v, min(FX_TILE, S - j0));
+    fx_cp_tile<D>(sK, k, lk.rs, min(FX_TILE, S - j0));
+    fx_cp_tile<D>(sV, v, lv.rs, min(FX_TILE, S - j0));
     if (istart < L) {
-        fx_cp_tile<D>(sQ0, q + (long long)istart * D, min(FX_TILE, L - istart));
-        fx_cp_tile<D>(sO0, dout + (long long)istart * D, min(FX_TILE, L - istart));
+        fx_cp_tile<D>(sQ0, q + fx_base[0] + (long long)istart * lq.rs, lq.rs,
+                      min(FX_TILE, L - istart));
+        fx_cp_tile<D>(sO0, dout + fx_base[1] + (long long)istart * lg.rs, lg.rs,
+                      min(FX_TILE, L - istart));
     }
     fx_cp_commit();
 
@@ -401,15 +430,18 @@ __device__ __forceinline__ void fx_flash_bwd(
         const int in = i0 + FX_TILE;
         if (NB == 2 && in < L) {  // the next tile into the other buffers (last read in the
             // previous iteration, which ended with a barrier)
-            fx_cp_tile<D>((it & 1) ? sQ0 : sQ1, q + (long long)in * D, min(FX_TILE, L - in));
-            fx_cp_tile<D>((it & 1) ? sO0 : sO1, dout + (long long)in * D,
+            fx_cp_tile<D>((it & 1) ? sQ0 : sQ1, q + fx_base[0] + (long long)in * lq.rs, lq.rs,
                           min(FX_TILE, L - in));
+            fx_cp_tile<D>((it & 1) ? sO0 : sO1, dout + fx_base[1] + (long long)in * lg.rs,
+                          lg.rs, min(FX_TILE, L - in));
             fx_cp_commit();
             fx_cp_wait<1>();
         } else {
             if (NB == 1 && it > 0) {  // (the buffers were last read before the last barrier)
-                fx_cp_tile<D>(sQ0, q + (long long)i0 * D, min(FX_TILE, L - i0));
-                fx_cp_tile<D>(sO0, dout + (long long)i0 * D, min(FX_TILE, L - i0));
+                fx_cp_tile<D>(sQ0, q + fx_base[0] + (long long)i0 * lq.rs, lq.rs,
+                              min(FX_TILE, L - i0));
+                fx_cp_tile<D>(sO0, dout + fx_base[1] + (long long)i0 * lg.rs, lg.rs,
+                              min(FX_TILE, L - i0));
                 fx_cp_commit();
             }
             fx_cp_wait<0>();
@@ -530,30 +562,38 @@ __device__ __forceinline__ void fx_flash_bwd(
         __syncthreads();
     }
     fx_cp_wait<0>();  // (K and V when no query tile was visited)
-    dk += (n * S) * D;
-    dv += (n * S) * D;
+    dk += fx_base[2];
+    dv += fx_base[3];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int j = key0 + r * 8;
         if (j < S) {
 #pragma unroll
             for (int d = 0; d < D / 8; ++d) {
-                *reinterpret_cast<fx_u32*>(dk + (long long)j * D + d * 8 + 2 * t4) =
+                *reinterpret_cast<fx_u32*>(dk + (long long)j * ldk.rs + d * 8 + 2 * t4) =
                     fx_pack(dk_acc[d][2 * r] * scale, dk_acc[d][2 * r + 1] * scale);
-                *reinterpret_cast<fx_u32*>(dv + (long long)j * D + d * 8 + 2 * t4) =
+                *reinterpret_cast<fx_u32*>(dv + (long long)j * ldv.rs + d * 8 + 2 * t4) =
                     fx_pack(dv_acc[d][2 * r], dv_acc[d][2 * r + 1]);
             }
         }
     }
 }
 
-// dq (float32) rounded to the operand type: n elements, pairs per thread (n even).
+// dq (float32, contiguous (N, L, E)) rounded to the operand type into y (layout ly, nb):
+// pairs of elements per thread (E even).
 extern "C" __global__ void functx_flash_cast_@T@(const float2* __restrict__ x,
-                                                fx_u32* __restrict__ y, long long pairs) {
+                                                fx_u16* __restrict__ y, long long pairs,
+                                                int L, int E, long long y_s1, long long y_s2,
+                                                int y_rs, int nb) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < pairs) {
         const float2 a = x[i];
-        y[i] = fx_pack(a.x, a.y);
+        const long long row = 2 * i / E;  // of the N * L rows
+        const int col = (int)(2 * i - row * E);
+        const int n = (int)(row / L), r = (int)(row - (long long)n * L);
+        const int n1 = n / nb, n2 = n - n1 * nb;
+        *reinterpret_cast<fx_u32*>(y + fx_off(fx_lay{y_s1, y_s2, y_rs}, n1, n2, r) + col) =
+            fx_pack(a.x, a.y);
     }
 }
 """
@@ -561,18 +601,19 @@ extern "C" __global__ void functx_flash_cast_@T@(const float2* __restrict__ x,
 _WRAPPERS = r"""
 extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_fwd_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias, fx_u16* out,
-        float* lse, const fx_u16* dout, float* delta, int L, int S, float scale_log2,
-        int causal, int want_out, int want_stats) {
-    fx_flash_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, L, S, scale_log2, causal,
-                      want_out, want_stats);
+        float* lse, const fx_u16* dout, float* delta, @FWD@, int nb, int L, int S,
+        float scale_log2, int causal, int want_out, int want_stats) {
+    fx_flash_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S, scale_log2,
+                      causal, want_out, want_stats);
 }
 
 extern "C" __global__ void __launch_bounds__(128, @MINB@) functx_flash_bwd_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias,
         const fx_u16* dout, const float* lse, const float* delta, float* dq, fx_u16* dk,
-        fx_u16* dv, int L, int S, float scale_log2, float scale, int causal) {
-    fx_flash_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, L, S, scale_log2, scale,
-                      causal);
+        fx_u16* dv, @BWD@, int nb, int L, int S, float scale_log2, float scale,
+        int causal) {
+    fx_flash_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, @BWD@_CALL, nb, L, S,
+                      scale_log2, scale, causal);
 }
 """
 
@@ -591,7 +632,9 @@ def _source(tag: str) -> str:
     body = _SOURCE.replace("@BF16@", "1" if tag == "bf16" else "0").replace("@T@", tag)
     # Blocks per SM the registers must allow (the shared memory allows them): forward 4
     # (at most 128 registers a thread) for E <= 64, else 3 (168); backward 3 for E <= 64.
-    return body + "".join(_WRAPPERS.replace("@E@", str(e)).replace("@T@", tag)
+    wrappers = layout.wrappers(_WRAPPERS, {"@FWD@": ("q", "k", "v", "out", "dout"),
+                                           "@BWD@": ("q", "k", "v", "dout", "dk", "dv")})
+    return body + "".join(wrappers.replace("@E@", str(e)).replace("@T@", tag)
                           .replace("@MINF@", "4" if e <= 64 else "3")
                           .replace("@MINB@", "3" if e <= 64 else "1") for e in HEAD_DIMS)
 
@@ -627,28 +670,25 @@ def supported(xp: Any, q: Any, k: Any, v: Any, b: Any, softcap: float | None) ->
             and q.shape[-2] >= 1 and k.shape[-2] >= 1 and math.prod(q.shape[:-2]) >= 1)
 
 
-def _operand(xp: Any, a: Any, n: int) -> Any:
-    """``a`` as a C-contiguous ``(n, rows, E)`` array whose data is 16-byte aligned."""
-    a = xp.ascontiguousarray(a).reshape((n,) + tuple(a.shape[-2:]))
-    return a if a.data.ptr % 16 == 0 else a.copy()
-
-
 def _bias(xp: Any, b: Any, dt: np.dtype) -> Any:
     if not isinstance(b, xp.ndarray):
         b = xp.asarray(b)
     return b.astype(dt, copy=False).reshape(())
 
 
-def _forward(xp: Any, q3: Any, k3: Any, v3: Any, bias: Any, out: Any, lse: Any, dout: Any,
-             delta: Any, scale: float, causal: bool, want_out: bool,
-             want_stats: bool) -> None:
-    n, L, e = q3.shape
-    S = k3.shape[1]
-    fn = _function(xp, "fwd", e, q3.dtype)
+def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: int,
+             scale: float, causal: bool, want_out: bool, want_stats: bool) -> None:
+    """The forward kernel on ``ops``: name -> (array, strides) for q, k, v, out, dout
+    (:func:`functx.primitives.cuda._flash_layout.operands`)."""
+    names = ("q", "k", "v", "out", "dout")
+    q, k, v, out, dout = (ops[a][0] for a in names)
+    L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
+    strides = sum((layout.args(ops[a][1]) for a in names), ())
+    fn = _function(xp, "fwd", e, q.dtype)
     _launch(fn, (n, -(-L // _TILE)), _fwd_shared_bytes(e),
-            (q3, k3, v3, bias, out, lse, dout, delta, np.int32(L), np.int32(S),
-             np.float32(scale * _LOG2E), np.int32(causal), np.int32(want_out),
-             np.int32(want_stats)))
+            (q, k, v, bias, out, lse, dout, delta) + strides
+            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+               np.int32(causal), np.int32(want_out), np.int32(want_stats)))
 
 
 def _launch(fn: Any, grid: tuple, smem: int, args: tuple) -> None:
@@ -686,14 +726,14 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
         ...                       causal=True)
     """
     dt = np.dtype(q.dtype)
-    lead, L, S = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2]
-    n = math.prod(lead)
+    n, L, S = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2]
     _check_sizes(n, L, S)
-    q3, k3, v3 = (_operand(xp, a, n) for a in (q, k, v))
-    out = xp.empty(q3.shape, dt)
-    _forward(xp, q3, k3, v3, _bias(xp, b, dt), out, out, out, out, scale, causal, True,
-             False)
-    return out.reshape(tuple(q.shape))
+    ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v})
+    ops["out"] = layout.output_like(xp, q, dt, nb)
+    ops["dout"] = ops["out"]  # (unused)
+    out = ops["out"][0]
+    _forward(xp, ops, nb, _bias(xp, b, dt), out, out, n, scale, causal, True, False)
+    return out
 
 
 def _fwd_shared_bytes(e: int) -> int:
@@ -731,24 +771,30 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
         ...                                   scale=0.125, causal=True, bias_grad=False)
     """
     dt = np.dtype(q.dtype)
-    lead, L, S, e = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
-    n = math.prod(lead)
+    n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     _check_sizes(n, L, S)
-    q3, k3, v3, g3 = (_operand(xp, a, n) for a in (q, k, v, g))
+    ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
+    ops["out"] = ops["q"]  # (unused)
     bias = _bias(xp, b, dt)
     f32 = np.dtype(np.float32)
     lse, delta = xp.empty((n, L), f32), xp.empty((n, L), f32)
-    _forward(xp, q3, k3, v3, bias, q3, lse, g3, delta, scale, causal, False, True)
-    dq32 = xp.zeros((n, L, e), f32)
-    dk, dv = xp.empty(k3.shape, dt), xp.empty(v3.shape, dt)
+    _forward(xp, ops, nb, bias, lse, delta, n, scale, causal, False, True)
+    dq32 = xp.zeros((n, L, e), f32)  # (contiguous scratch)
+    ops["dk"] = layout.output_like(xp, k, dt, nb)
+    ops["dv"] = layout.output_like(xp, v, dt, nb)
+    names = ("q", "k", "v", "dout", "dk", "dv")
+    q1, k1, v1, g1, dk, dv = (ops[a][0] for a in names)
+    strides = sum((layout.args(ops[a][1]) for a in names), ())
     _launch(_function(xp, "bwd", e, dt), (n, -(-S // _TILE)), _bwd_shared_bytes(e),
-            (q3, k3, v3, bias, g3, lse, delta, dq32, dk, dv, np.int32(L), np.int32(S),
-             np.float32(scale * _LOG2E), np.float32(scale), np.int32(causal)))
-    dq = xp.empty(q3.shape, dt)
+            (q1, k1, v1, bias, g1, lse, delta, dq32, dk, dv) + strides
+            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+               np.float32(scale), np.int32(causal)))
+    dq, dq_strides = layout.output_like(xp, q, dt, nb)
     pairs = n * L * e // 2
-    cast = _function_cast(xp, dt)
-    cast((-(-pairs // 256),), (256,), (dq32, dq, np.int64(pairs)))
-    outs = (dq.reshape(tuple(q.shape)), dk.reshape(tuple(k.shape)), dv.reshape(tuple(v.shape)))
+    _function_cast(xp, dt)((-(-pairs // 256),), (256,),
+                           (dq32, dq, np.int64(pairs), np.int32(L), np.int32(e))
+                           + layout.args(dq_strides) + (np.int32(nb),))
+    outs = (dq, dk, dv)
     if bias_grad:
         outs += (xp.zeros(tuple(np.shape(b)), np.dtype(getattr(b, "dtype", dt))),)
     return outs

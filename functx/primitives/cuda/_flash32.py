@@ -33,6 +33,10 @@ registers a thread each), one at ``E = 128``. Accuracy: every product and sum in
 (``fmaf``), ``exp2f`` and ``log2f`` at full precision, ``O / l`` divided: errors of a few
 1e-7 of the largest magnitude, as the old float32 path's (tests/test_cuda_flash32.py).
 
+Operands are read, and out, dq, dk and dv written, through their strides
+(functx/primitives/cuda/_flash_layout.py) when the last axis is contiguous and the rows
+16-byte aligned (else copied contiguous); outputs take their inputs' memory order.
+
 A 0-d bias adds one constant to every logit, which the softmax ignores: the kernels read
 it only to propagate a non-finite one (``-inf`` masks every row: zeros, as the reference;
 NaN gives NaN). The source contains none of raw_function's placeholders. Importing this
@@ -47,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from functx.primitives.cuda import _flash_layout as layout
 from functx.primitives.cuda._kernels import raw_function
 
 # Head dims with a kernel (E == Ev).
@@ -59,23 +64,24 @@ _LOG2E = 1.4426950408889634
 _F32 = np.dtype(np.float32)
 _BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
 
-_SOURCE = r"""
+_SOURCE = layout.CUDA + r"""
 #define FX_TILE 64
 #define FX_PS 80
 #define FX_DSS 68
 #define FX_MINUS_INF __int_as_float((int)0xff800000u)
 #define FX_POS_INF __int_as_float((int)0x7f800000u)
 
-// Rows 0 .. 63 of a (rows, D) float32 tile at g into shared memory (row stride D + 4) with
-// cp.async, asynchronously (16-byte copies; g 16-byte aligned); rows from `valid` on are
-// zero-filled. Complete after fx_cp_commit, fx_cp_wait and a barrier.
+// Rows 0 .. 63 of a (rows, D) float32 tile at g (row stride rs) into shared memory (row
+// stride D + 4) with cp.async, asynchronously (16-byte copies; g and rs 16-byte aligned);
+// rows from `valid` on are zero-filled. Complete after fx_cp_commit, fx_cp_wait and a
+// barrier.
 template <int D>
-__device__ __forceinline__ void fx_cp_tile(float* sm, const float* g, int valid) {
+__device__ __forceinline__ void fx_cp_tile(float* sm, const float* g, int rs, int valid) {
     constexpr int CH = D / 4;
     for (int c = threadIdx.x; c < FX_TILE * CH; c += blockDim.x) {
         const int r = c / CH, cc = c - r * CH;
         const bool ok = r < valid;
-        const float* src = g + (ok ? (long long)r * D + cc * 4 : 0LL);
+        const float* src = g + (ok ? (long long)r * rs + cc * 4 : 0LL);
         const unsigned dst = (unsigned)__cvta_generic_to_shared(sm + r * (D + 4) + cc * 4);
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                      :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
@@ -224,15 +230,17 @@ __device__ __forceinline__ void fx_nn(float (&acc)[4][D / 16], const float* P, i
 
 // The forward pass of one (batch entry, tile of 64 queries). q (N, L, D), k and v (N, S, D),
 // out (N, L, D) (written with want_out), lse (N, L) (base 2, with want_stats), dout
-// (N, L, D) and delta (N, L) (rowsum(dout * out), with want_stats); all float32.
+// (N, L, D) and delta (N, L) (rowsum(dout * out), with want_stats); all float32; q, k, v,
+// out and dout through their layouts lq, lk, lv, lo, lg (lse and delta contiguous).
 // Shared memory (dynamic): the Q tile, two buffers of K and V tiles (row stride D + 4) and
 // the P tile (64 x FX_PS).
 template <int D>
 __device__ __forceinline__ void fx_flash32_fwd(
         const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
         const float* __restrict__ bias, float* __restrict__ out, float* __restrict__ lse,
-        const float* __restrict__ dout, float* __restrict__ delta, int L, int S,
-        float scale_log2, int causal, int want_out, int want_stats) {
+        const float* __restrict__ dout, float* __restrict__ delta, fx_lay lq, fx_lay lk,
+        fx_lay lv, fx_lay lo, fx_lay lg, int nb, int L, int S, float scale_log2, int causal,
+        int want_out, int want_stats) {
     extern __shared__ __align__(16) unsigned char fx_smem[];
     constexpr int RS = D + 4, DC = D / 16;
     float* sQ = reinterpret_cast<float*>(fx_smem);
@@ -243,14 +251,15 @@ __device__ __forceinline__ void fx_flash32_fwd(
     float* sP = sV1 + FX_TILE * RS;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const long long n = blockIdx.x;
+    const int n1 = (int)blockIdx.x / nb, n2 = (int)blockIdx.x - n1 * nb;
     const int i0 = (gridDim.y - 1 - blockIdx.y) * FX_TILE;  // the longest rows first
-    q += (n * L + i0) * D;
-    k += n * S * D;
-    v += n * S * D;
+    q += fx_off(lq, n1, n2, i0);
+    k += fx_off(lk, n1, n2, 0);
+    v += fx_off(lv, n1, n2, 0);
     const float bb = fx_bias(bias);
-    fx_cp_tile<D>(sQ, q, min(FX_TILE, L - i0));
-    fx_cp_tile<D>(sK0, k, min(FX_TILE, S));
-    fx_cp_tile<D>(sV0, v, min(FX_TILE, S));
+    fx_cp_tile<D>(sQ, q, lq.rs, min(FX_TILE, L - i0));
+    fx_cp_tile<D>(sK0, k, lk.rs, min(FX_TILE, S));
+    fx_cp_tile<D>(sV0, v, lv.rs, min(FX_TILE, S));
     fx_cp_commit();
 
     float o[4][DC], m[4], l[4];
@@ -270,8 +279,10 @@ __device__ __forceinline__ void fx_flash32_fwd(
         if (j0 + FX_TILE < kend) {  // the next tile into the other buffers (last read in
             // the previous iteration, before the barrier above)
             const int jn = j0 + FX_TILE;
-            fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * D, min(FX_TILE, S - jn));
-            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * D, min(FX_TILE, S - jn));
+            fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * lk.rs, lk.rs,
+                          min(FX_TILE, S - jn));
+            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * lv.rs, lv.rs,
+                          min(FX_TILE, S - jn));
             fx_cp_commit();
         }
         float s[4][4];
@@ -319,12 +330,12 @@ __device__ __forceinline__ void fx_flash32_fwd(
 #pragma unroll
         for (int c = 0; c < DC; ++c) o[r][c] = (lr == 0.f) ? 0.f : o[r][c] / lr;  // a fully
         // masked row gives zeros
-        if (want_out && i < L) fx_store_cols<D>(out + (n * L + i) * D, tx, o[r]);
+        if (want_out && i < L) fx_store_cols<D>(out + fx_off(lo, n1, n2, i), tx, o[r]);
         if (want_stats) {
             float acc = 0.f;
             if (i < L) {
                 float g[DC];
-                fx_load_cols<D>(g, dout + (n * L + i) * D, tx);
+                fx_load_cols<D>(g, dout + fx_off(lg, n1, n2, i), tx);
 #pragma unroll
                 for (int c = 0; c < DC; ++c) acc = fmaf(o[r][c], g[c], acc);
             }
@@ -341,13 +352,15 @@ __device__ __forceinline__ void fx_flash32_fwd(
 // (N, L, D) added to (atomicAdd; zeroed by the caller); lse and delta from fx_flash32_fwd
 // (want_stats); all float32. Shared memory (dynamic): K, V, Q, dO tiles (row stride D + 4),
 // P^T and dS^T (64 x FX_PS; the first is reused for dS, row stride FX_DSS) and 64 values
-// each of lse and delta.
+// each of lse and delta. q, k, v, dout, dq, dk, dv through their layouts lq, lk, lv, lg,
+// ldq, ldk, ldv (lse and delta contiguous).
 template <int D>
 __device__ __forceinline__ void fx_flash32_bwd(
         const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
         const float* __restrict__ bias, const float* __restrict__ dout,
         const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq,
-        float* __restrict__ dk, float* __restrict__ dv, int L, int S, float scale_log2,
+        float* __restrict__ dk, float* __restrict__ dv, fx_lay lq, fx_lay lk, fx_lay lv,
+        fx_lay lg, fx_lay ldq, fx_lay ldk, fx_lay ldv, int nb, int L, int S, float scale_log2,
         float scale, int causal) {
     extern __shared__ __align__(16) unsigned char fx_smem[];
     constexpr int RS = D + 4, DC = D / 16;
@@ -361,21 +374,27 @@ __device__ __forceinline__ void fx_flash32_bwd(
     float* sD = sL + FX_TILE;
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const long long n = blockIdx.x;
+    const int n1 = (int)blockIdx.x / nb, n2 = (int)blockIdx.x - n1 * nb;
     const int j0 = blockIdx.y * FX_TILE;
-    q += n * L * D;
-    dout += n * L * D;
+    // The offsets of this batch entry's q, dout and dq (read in the loop from shared
+    // memory, after barriers: registers would spill at E = 64).
+    __shared__ long long fx_base[3];
+    if (threadIdx.x == 0) {
+        fx_base[0] = fx_off(lq, n1, n2, 0);
+        fx_base[1] = fx_off(lg, n1, n2, 0);
+        fx_base[2] = fx_off(ldq, n1, n2, 0);
+    }
     lse += n * L;
     delta += n * L;
-    dq += n * L * D;
-    k += (n * S + j0) * D;
-    v += (n * S + j0) * D;
+    k += fx_off(lk, n1, n2, j0);
+    v += fx_off(lv, n1, n2, j0);
     const float bb = fx_bias(bias);
     const int istart = causal ? j0 : 0;  // (a multiple of the tile)
-    fx_cp_tile<D>(sK, k, min(FX_TILE, S - j0));
-    fx_cp_tile<D>(sV, v, min(FX_TILE, S - j0));
+    fx_cp_tile<D>(sK, k, lk.rs, min(FX_TILE, S - j0));
+    fx_cp_tile<D>(sV, v, lv.rs, min(FX_TILE, S - j0));
     if (istart < L) {
-        fx_cp_tile<D>(sQ, q + (long long)istart * D, min(FX_TILE, L - istart));
-        fx_cp_tile<D>(sO, dout + (long long)istart * D, min(FX_TILE, L - istart));
+        fx_cp_tile<D>(sQ, q + fx_off(lq, n1, n2, istart), lq.rs, min(FX_TILE, L - istart));
+        fx_cp_tile<D>(sO, dout + fx_off(lg, n1, n2, istart), lg.rs, min(FX_TILE, L - istart));
     }
     fx_cp_commit();
 
@@ -439,8 +458,10 @@ __device__ __forceinline__ void fx_flash32_bwd(
         // none of them).
         const int in = i0 + FX_TILE;
         if (in < L) {
-            fx_cp_tile<D>(sQ, q + (long long)in * D, min(FX_TILE, L - in));
-            fx_cp_tile<D>(sO, dout + (long long)in * D, min(FX_TILE, L - in));
+            fx_cp_tile<D>(sQ, q + fx_base[0] + (long long)in * lq.rs, lq.rs,
+                          min(FX_TILE, L - in));
+            fx_cp_tile<D>(sO, dout + fx_base[1] + (long long)in * lg.rs, lg.rs,
+                          min(FX_TILE, L - in));
             fx_cp_commit();
             if (threadIdx.x < FX_TILE) {
                 const int i = in + threadIdx.x;
@@ -466,7 +487,7 @@ __device__ __forceinline__ void fx_flash32_bwd(
             if (i < L) {
 #pragma unroll
                 for (int c = 0; c < DC; ++c) acc[r][c] *= scale;
-                fx_atomic_add_cols<D>(dq + (long long)i * D, tx, acc[r]);
+                fx_atomic_add_cols<D>(dq + fx_base[2] + (long long)i * ldq.rs, tx, acc[r]);
             }
         }
         // (no barrier: the next iteration writes sP only after its first barrier, and sL,
@@ -479,8 +500,8 @@ __device__ __forceinline__ void fx_flash32_bwd(
         if (j < S) {
 #pragma unroll
             for (int c = 0; c < DC; ++c) dka[r][c] *= scale;
-            fx_store_cols<D>(dk + (n * S + j) * D, tx, dka[r]);
-            fx_store_cols<D>(dv + (n * S + j) * D, tx, dva[r]);
+            fx_store_cols<D>(dk + fx_off(ldk, n1, n2, j), tx, dka[r]);
+            fx_store_cols<D>(dv + fx_off(ldv, n1, n2, j), tx, dva[r]);
         }
     }
 }
@@ -489,18 +510,18 @@ __device__ __forceinline__ void fx_flash32_bwd(
 _WRAPPERS = r"""
 extern "C" __global__ void __launch_bounds__(256, @MINB@) functx_flash32_fwd_e@E@(
         const float* q, const float* k, const float* v, const float* bias, float* out,
-        float* lse, const float* dout, float* delta, int L, int S, float scale_log2,
-        int causal, int want_out, int want_stats) {
-    fx_flash32_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, L, S, scale_log2, causal,
-                        want_out, want_stats);
+        float* lse, const float* dout, float* delta, @FWD@, int nb, int L, int S,
+        float scale_log2, int causal, int want_out, int want_stats) {
+    fx_flash32_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S, scale_log2,
+                        causal, want_out, want_stats);
 }
 
 extern "C" __global__ void __launch_bounds__(256, @MINB@) functx_flash32_bwd_e@E@(
         const float* q, const float* k, const float* v, const float* bias, const float* dout,
-        const float* lse, const float* delta, float* dq, float* dk, float* dv, int L, int S,
-        float scale_log2, float scale, int causal) {
-    fx_flash32_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, L, S, scale_log2,
-                        scale, causal);
+        const float* lse, const float* delta, float* dq, float* dk, float* dv, @BWD@,
+        int nb, int L, int S, float scale_log2, float scale, int causal) {
+    fx_flash32_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, @BWD@_CALL, nb, L, S,
+                        scale_log2, scale, causal);
 }
 """
 
@@ -510,7 +531,9 @@ def source() -> str:
     """The CUDA C source of every float32 flash kernel (all head dims)."""
     # Blocks per SM the registers must allow (the shared memory allows as many): 2 for
     # E <= 64 (at most 128 registers a thread), else 1.
-    return _SOURCE + "".join(_WRAPPERS.replace("@E@", str(e))
+    wrappers = layout.wrappers(_WRAPPERS, {"@FWD@": ("q", "k", "v", "out", "dout"),
+                                           "@BWD@": ("q", "k", "v", "dout", "dq", "dk", "dv")})
+    return _SOURCE + "".join(wrappers.replace("@E@", str(e))
                              .replace("@MINB@", "2" if e <= 64 else "1") for e in HEAD_DIMS)
 
 
@@ -535,13 +558,6 @@ def supported(xp: Any, q: Any, k: Any, v: Any, b: Any, softcap: float | None) ->
     e = q.shape[-1]
     return (e in HEAD_DIMS and k.shape[-1] == e and v.shape[-1] == e
             and q.shape[-2] >= 1 and k.shape[-2] >= 1 and math.prod(q.shape[:-2]) >= 1)
-
-
-def _operand(xp: Any, a: Any, n: int) -> Any:
-    """``a`` as a C-contiguous float32 ``(n, rows, E)`` array whose data is 16-byte
-    aligned."""
-    a = xp.ascontiguousarray(a).reshape((n,) + tuple(a.shape[-2:]))
-    return a if a.data.ptr % 16 == 0 else a.copy()
 
 
 def _bias(xp: Any, b: Any) -> Any:
@@ -578,15 +594,18 @@ def _check_sizes(n: int, L: int, S: int) -> None:
                          f"(got {n}, {L} and {S}).")
 
 
-def _forward(xp: Any, q3: Any, k3: Any, v3: Any, bias: Any, out: Any, lse: Any, dout: Any,
-             delta: Any, scale: float, causal: bool, want_out: bool,
-             want_stats: bool) -> None:
-    n, L, e = q3.shape
-    S = k3.shape[1]
+def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: int,
+             scale: float, causal: bool, want_out: bool, want_stats: bool) -> None:
+    """The forward kernel on ``ops``: name -> (array, strides) for q, k, v, out, dout
+    (:func:`functx.primitives.cuda._flash_layout.operands`)."""
+    names = ("q", "k", "v", "out", "dout")
+    q, k, v, out, dout = (ops[a][0] for a in names)
+    L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
+    strides = sum((layout.args(ops[a][1]) for a in names), ())
     _launch(_function(xp, "fwd", e), (n, -(-L // _TILE)), fwd_shared_bytes(e),
-            (q3, k3, v3, bias, out, lse, dout, delta, np.int32(L), np.int32(S),
-             np.float32(scale * _LOG2E), np.int32(causal), np.int32(want_out),
-             np.int32(want_stats)))
+            (q, k, v, bias, out, lse, dout, delta) + strides
+            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+               np.int32(causal), np.int32(want_out), np.int32(want_stats)))
 
 
 def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
@@ -610,13 +629,14 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
         >>> out = flash_attention(cupy, q, k, v, cupy.zeros((), q.dtype), scale=0.125,
         ...                       causal=True)
     """
-    lead, L, S = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2]
-    n = math.prod(lead)
+    n, L, S = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2]
     _check_sizes(n, L, S)
-    q3, k3, v3 = (_operand(xp, a, n) for a in (q, k, v))
-    out = xp.empty(q3.shape, _F32)
-    _forward(xp, q3, k3, v3, _bias(xp, b), out, out, out, out, scale, causal, True, False)
-    return out.reshape(tuple(q.shape))
+    ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v})
+    ops["out"] = layout.output_like(xp, q, _F32, nb)
+    ops["dout"] = ops["out"]  # (unused)
+    out = ops["out"][0]
+    _forward(xp, ops, nb, _bias(xp, b), out, out, n, scale, causal, True, False)
+    return out
 
 
 def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, scale: float,
@@ -643,20 +663,24 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
         >>> dq, dk, dv = flash_attention_grad(cupy, q, k, v, cupy.zeros((), q.dtype), g,
         ...                                   scale=0.125, causal=True, bias_grad=False)
     """
-    lead, L, S, e = tuple(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
-    n = math.prod(lead)
+    n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     _check_sizes(n, L, S)
-    q3, k3, v3, g3 = (_operand(xp, a, n) for a in (q, k, v, g))
+    ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
+    ops["out"] = ops["q"]  # (unused)
     bias = _bias(xp, b)
     lse, delta = xp.empty((n, L), _F32), xp.empty((n, L), _F32)
-    _forward(xp, q3, k3, v3, bias, q3, lse, g3, delta, scale, causal, False, True)
-    dq = xp.zeros((n, L, e), _F32)
-    dk, dv = xp.empty(k3.shape, _F32), xp.empty(v3.shape, _F32)
+    _forward(xp, ops, nb, bias, lse, delta, n, scale, causal, False, True)
+    ops["dq"] = layout.output_like(xp, q, _F32, nb, zero=True)
+    ops["dk"] = layout.output_like(xp, k, _F32, nb)
+    ops["dv"] = layout.output_like(xp, v, _F32, nb)
+    names = ("q", "k", "v", "dout", "dq", "dk", "dv")
+    q1, k1, v1, g1, dq, dk, dv = (ops[a][0] for a in names)
+    strides = sum((layout.args(ops[a][1]) for a in names), ())
     _launch(_function(xp, "bwd", e), (n, -(-S // _TILE)), bwd_shared_bytes(e),
-            (q3, k3, v3, bias, g3, lse, delta, dq, dk, dv, np.int32(L), np.int32(S),
-             np.float32(scale * _LOG2E), np.float32(scale), np.int32(causal)))
-    outs = (dq.reshape(tuple(q.shape)), dk.reshape(tuple(k.shape)),
-            dv.reshape(tuple(v.shape)))
+            (q1, k1, v1, bias, g1, lse, delta, dq, dk, dv) + strides
+            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+               np.float32(scale), np.int32(causal)))
+    outs = (dq, dk, dv)
     if bias_grad:
         outs += (xp.zeros(tuple(np.shape(b)), np.dtype(getattr(b, "dtype", _F32))),)
     return outs
