@@ -141,16 +141,6 @@ __device__ __forceinline__ void fx_cp_tile(fx_u16* sm, const fx_u16* g, int rs, 
     }
 }
 
-__device__ __forceinline__ void fx_cp_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits until at most N committed groups of this thread are pending.
-template <int N>
-__device__ __forceinline__ void fx_cp_wait() {
-    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
-}
-
 // A 0-d bias: 0 when finite (the softmax ignores a constant), else itself (base 2).
 __device__ __forceinline__ float fx_bias(const fx_u16* bias) {
     const float b = fx_to_float(bias[0]);

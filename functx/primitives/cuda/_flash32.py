@@ -88,16 +88,6 @@ __device__ __forceinline__ void fx_cp_tile(float* sm, const float* g, int rs, in
     }
 }
 
-__device__ __forceinline__ void fx_cp_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits until at most N committed groups of this thread are pending.
-template <int N>
-__device__ __forceinline__ void fx_cp_wait() {
-    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
-}
-
 // A 0-d bias: 0 when finite (the softmax ignores a constant), else itself.
 __device__ __forceinline__ float fx_bias(const float* bias) {
     const float b = bias[0];

@@ -14,7 +14,8 @@ import numpy as np
 
 Layout = tuple  # (nb, s1, s2, rs): Python ints, strides in elements
 
-# The kernels' side (prepended to their sources; none of raw_function's placeholders).
+# The kernels' side, prepended to both families' sources (none of raw_function's
+# placeholders): the layout of an operand and the cp.async group helpers.
 CUDA = r"""
 // Where an operand's rows are (elements): batch entry n = n1 * nb + n2 (nb common to all
 // operands) starts at n1 * s1 + n2 * s2, its row r at r * rs after that; a row's D
@@ -27,6 +28,17 @@ struct fx_lay {
 // Offset (elements) of row `row` of batch entry n1 * nb + n2.
 __device__ __forceinline__ long long fx_off(const fx_lay& a, int n1, int n2, long long row) {
     return n1 * a.s1 + n2 * a.s2 + row * a.rs;
+}
+
+// cp.async groups (both kernel families stage their tiles with cp.async): commit this
+// thread's pending copies as a group; wait until at most N groups are pending.
+__device__ __forceinline__ void fx_cp_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void fx_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 """
 
