@@ -45,7 +45,6 @@ for :func:`njit_variant`), so a second process loads them instead of compiling.
 from __future__ import annotations
 
 import ctypes
-import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -111,6 +110,8 @@ def _tbb_library() -> str | None:
     """The path of the ``tbb`` distribution's ``libtbb.so.12`` (pip puts it in the
     environment's ``lib`` folder: ``sys.prefix/lib`` in a virtual environment,
     ``/usr/local/lib`` for a system Python), or None."""
+    import importlib.metadata  # noqa: PLC0415  (stdlib, 15 ms: only when Numba is imported)
+
     try:
         files = importlib.metadata.files("tbb") or []
     except importlib.metadata.PackageNotFoundError:
