@@ -54,7 +54,6 @@ HEAD_DIMS = (32, 64, 128)
 _TILE = 64  # query rows and keys per tile (4 warps of 16 rows)
 _THREADS = 128
 _LOG2E = 1.4426950408889634
-_BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
 
 _SOURCE = layout.CUDA + r"""
 #define FX_BF16 @BF16@
@@ -675,26 +674,10 @@ def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: in
     L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
     strides = sum((layout.args(ops[a][1]) for a in names), ())
     fn = _function(xp, "fwd", e, q.dtype)
-    _launch(fn, (n, -(-L // _TILE)), _fwd_shared_bytes(e),
-            (q, k, v, bias, out, lse, dout, delta) + strides
-            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
-               np.int32(causal), np.int32(want_out), np.int32(want_stats)))
-
-
-def _launch(fn: Any, grid: tuple, smem: int, args: tuple) -> None:
-    """Launches ``fn`` with 128 threads and ``smem`` bytes of dynamic shared memory
-    (allowing the kernel more than 48 KiB once, a driver call)."""
-    if smem > 48 * 1024 and fn not in _BIG_SHARED:
-        fn.max_dynamic_shared_size_bytes = smem
-        _BIG_SHARED.add(fn)
-    fn(grid, (_THREADS,), args, shared_mem=smem)
-
-
-def _check_sizes(n: int, L: int, S: int) -> None:
-    if n >= 2**31 or -(-max(L, S) // _TILE) >= 65536:
-        raise ValueError(f"the flash attention kernels support fewer than 2**31 batch "
-                         f"entries and fewer than {65536 * _TILE} queries and keys (got "
-                         f"{n}, {L} and {S}).")
+    layout.launch(fn, (n, -(-L // _TILE)), _THREADS, _fwd_shared_bytes(e),
+                  (q, k, v, bias, out, lse, dout, delta) + strides
+                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+                     np.int32(causal), np.int32(want_out), np.int32(want_stats)))
 
 
 def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
@@ -717,7 +700,7 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
     """
     dt = np.dtype(q.dtype)
     n, L, S = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2]
-    _check_sizes(n, L, S)
+    layout.check_sizes("flash attention", n, L, S, _TILE)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v})
     ops["out"] = layout.output_like(xp, q, dt, nb)
     ops["dout"] = ops["out"]  # (unused)
@@ -762,7 +745,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     """
     dt = np.dtype(q.dtype)
     n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
-    _check_sizes(n, L, S)
+    layout.check_sizes("flash attention", n, L, S, _TILE)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
     ops["out"] = ops["q"]  # (unused)
     bias = _bias(xp, b, dt)
@@ -775,10 +758,11 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     names = ("q", "k", "v", "dout", "dk", "dv")
     q1, k1, v1, g1, dk, dv = (ops[a][0] for a in names)
     strides = sum((layout.args(ops[a][1]) for a in names), ())
-    _launch(_function(xp, "bwd", e, dt), (n, -(-S // _TILE)), _bwd_shared_bytes(e),
-            (q1, k1, v1, bias, g1, lse, delta, dq32, dk, dv) + strides
-            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
-               np.float32(scale), np.int32(causal)))
+    layout.launch(_function(xp, "bwd", e, dt), (n, -(-S // _TILE)), _THREADS,
+                  _bwd_shared_bytes(e),
+                  (q1, k1, v1, bias, g1, lse, delta, dq32, dk, dv) + strides
+                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+                     np.float32(scale), np.int32(causal)))
     dq, dq_strides = layout.output_like(xp, q, dt, nb)
     pairs = n * L * e // 2
     _function_cast(xp, dt)((-(-pairs // 256),), (256,),

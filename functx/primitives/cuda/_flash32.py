@@ -62,7 +62,6 @@ _THREADS = 256
 _PS = 80  # row stride (floats) of the 64 x 64 probability tiles in shared memory
 _LOG2E = 1.4426950408889634
 _F32 = np.dtype(np.float32)
-_BIG_SHARED: set = set()  # kernels allowed more than 48 KiB of dynamic shared memory
 
 _SOURCE = layout.CUDA + r"""
 #define FX_TILE 64
@@ -568,22 +567,6 @@ def bwd_shared_bytes(e: int) -> int:
     return 4 * (4 * _TILE * (e + 4) + 2 * _TILE * _PS + 2 * _TILE)
 
 
-def _launch(fn: Any, grid: tuple, smem: int, args: tuple) -> None:
-    """Launches ``fn`` with 256 threads and ``smem`` bytes of dynamic shared memory
-    (allowing the kernel more than 48 KiB once, a driver call)."""
-    if smem > 48 * 1024 and fn not in _BIG_SHARED:
-        fn.max_dynamic_shared_size_bytes = smem
-        _BIG_SHARED.add(fn)
-    fn(grid, (_THREADS,), args, shared_mem=smem)
-
-
-def _check_sizes(n: int, L: int, S: int) -> None:
-    if n >= 2**31 or -(-max(L, S) // _TILE) >= 65536:
-        raise ValueError(f"the float32 flash attention kernels support fewer than 2**31 "
-                         f"batch entries and fewer than {65536 * _TILE} queries and keys "
-                         f"(got {n}, {L} and {S}).")
-
-
 def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: int,
              scale: float, causal: bool, want_out: bool, want_stats: bool) -> None:
     """The forward kernel on ``ops``: name -> (array, strides) for q, k, v, out, dout
@@ -592,10 +575,11 @@ def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: in
     q, k, v, out, dout = (ops[a][0] for a in names)
     L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
     strides = sum((layout.args(ops[a][1]) for a in names), ())
-    _launch(_function(xp, "fwd", e), (n, -(-L // _TILE)), fwd_shared_bytes(e),
-            (q, k, v, bias, out, lse, dout, delta) + strides
-            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
-               np.int32(causal), np.int32(want_out), np.int32(want_stats)))
+    layout.launch(_function(xp, "fwd", e), (n, -(-L // _TILE)), _THREADS,
+                  fwd_shared_bytes(e),
+                  (q, k, v, bias, out, lse, dout, delta) + strides
+                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+                     np.int32(causal), np.int32(want_out), np.int32(want_stats)))
 
 
 def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
@@ -620,7 +604,7 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
         ...                       causal=True)
     """
     n, L, S = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2]
-    _check_sizes(n, L, S)
+    layout.check_sizes("float32 flash attention", n, L, S, _TILE)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v})
     ops["out"] = layout.output_like(xp, q, _F32, nb)
     ops["dout"] = ops["out"]  # (unused)
@@ -654,7 +638,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
         ...                                   scale=0.125, causal=True, bias_grad=False)
     """
     n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
-    _check_sizes(n, L, S)
+    layout.check_sizes("float32 flash attention", n, L, S, _TILE)
     ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
     ops["out"] = ops["q"]  # (unused)
     bias = _bias(xp, b)
@@ -666,10 +650,11 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     names = ("q", "k", "v", "dout", "dq", "dk", "dv")
     q1, k1, v1, g1, dq, dk, dv = (ops[a][0] for a in names)
     strides = sum((layout.args(ops[a][1]) for a in names), ())
-    _launch(_function(xp, "bwd", e), (n, -(-S // _TILE)), bwd_shared_bytes(e),
-            (q1, k1, v1, bias, g1, lse, delta, dq, dk, dv) + strides
-            + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
-               np.float32(scale), np.int32(causal)))
+    layout.launch(_function(xp, "bwd", e), (n, -(-S // _TILE)), _THREADS,
+                  bwd_shared_bytes(e),
+                  (q1, k1, v1, bias, g1, lse, delta, dq, dk, dv) + strides
+                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+                     np.float32(scale), np.int32(causal)))
     outs = (dq, dk, dv)
     if bias_grad:
         outs += (xp.zeros(tuple(np.shape(b)), np.dtype(getattr(b, "dtype", _F32))),)

@@ -199,3 +199,25 @@ def wrappers(template: str, groups: dict) -> str:
         template = (template.replace(key + "_CALL", kernel_layouts(names))
                     .replace(key, kernel_params(names)))
     return template
+
+
+# Kernels allowed more than 48 KiB of dynamic shared memory (a driver call, made once each).
+_BIG_SHARED: set = set()
+
+
+def launch(fn: Any, grid: tuple, threads: int, smem: int, args: tuple) -> None:
+    """Launches the flash kernel ``fn`` with ``threads`` threads per block and ``smem``
+    bytes of dynamic shared memory (allowing it more than 48 KiB once)."""
+    if smem > 48 * 1024 and fn not in _BIG_SHARED:
+        fn.max_dynamic_shared_size_bytes = smem
+        _BIG_SHARED.add(fn)
+    fn(grid, (threads,), args, shared_mem=smem)
+
+
+def check_sizes(what: str, n: int, L: int, S: int, tile: int) -> None:
+    """Raises ValueError where the grid (batch entries x tiles of ``tile`` rows) does not
+    fit the kernels' launch."""
+    if n >= 2**31 or -(-max(L, S) // tile) >= 65536:
+        raise ValueError(f"the {what} kernels support fewer than 2**31 batch entries and "
+                         f"fewer than {65536 * tile} queries and keys (got {n}, {L} and "
+                         f"{S}).")
