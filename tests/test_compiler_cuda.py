@@ -254,6 +254,7 @@ def test_jit_with_fusion_on_cuda_matches_cpu_eager(spec: Any, data: Any) -> None
 
 # -- CUDA graphs ---------------------------------------------------------------------------------
 
+from functx.backends._cuda import GRAPH_POOLS  # noqa: E402
 from functx.compiler import cuda_graph  # noqa: E402
 
 
@@ -274,6 +275,62 @@ def test_a_jitted_step_with_gemms_replays_as_a_graph_without_aliasing() -> None:
     assert cuda_graph.STATS["failed"] == before["failed"]
     for g, x in zip(got, xs):  # earlier results are not overwritten by later replays
         assert_matches(g, fx.grad(loss)(W, x), "graph replay", 1e-5, 1e-5)
+
+
+def _new_graph(old: set) -> Any:
+    """The one CudaGraph captured since ``old = set(GRAPH_POOLS)`` was taken."""
+    from functx.backends._cuda import GRAPH_POOLS
+
+    (graph,) = set(GRAPH_POOLS) - old
+    return graph
+
+
+@needs_gpu
+def test_a_graph_reads_unmoved_inputs_in_place_and_copies_once_they_move() -> None:
+    rng = np.random.default_rng(7)
+    W = to_dev([rng.standard_normal((32, 64)).astype(np.float32) * 0.2,
+                rng.standard_normal((64, 8)).astype(np.float32) * 0.2])
+    x = to_dev(rng.standard_normal((16, 32)).astype(np.float32))
+
+    def loss(p, x):
+        return fnp.sum(fnp.tanh(fnp.tanh(x @ p[0]) @ p[1]) ** 2)
+
+    step = fx.jit(fx.grad(loss))
+    want = fx.grad(loss)(W, x)
+    before, old = dict(cuda_graph.STATS), set(GRAPH_POOLS)
+    got = [step(W, x) for _ in range(4)]  # eager, capture (direct), two direct replays
+    graph = _new_graph(old)
+    assert graph.captured.ins is None  # no copies of the inputs held or made
+    assert cuda_graph.STATS["captured"] == before["captured"] + 1
+    for g in got:
+        assert_matches(g, want, "direct replay", 1e-5, 1e-5)
+    # the same values at other addresses: captured again, reading copies from now on
+    W2, x2 = [w * 1.5 for w in W], x * -1.0
+    want2 = fx.grad(loss)(W2, x2)
+    got2 = step(W2, x2)
+    assert cuda_graph.STATS["recaptured"] == before["recaptured"] + 1
+    assert graph.captured.ins is not None
+    assert_matches(got2, want2, "copying replay", 1e-5, 1e-5)
+    for args, w in [((W, x), want), ((W2, x2), want2), ((W, x), want)]:
+        assert_matches(step(*args), w, "copying replay", 1e-5, 1e-5)
+    assert cuda_graph.STATS["recaptured"] == before["recaptured"] + 1  # once only
+    for g in got:  # results of the direct graph survive its release and later replays
+        assert_matches(g, want, "direct replay", 1e-5, 1e-5)
+    assert cuda_graph.STATS["failed"] == before["failed"]
+
+
+@needs_gpu
+def test_a_graph_of_a_step_with_donated_arguments_always_copies_them() -> None:
+    x0 = np.linspace(-1.0, 1.0, 64).astype(np.float32)
+    f = fx.jit(lambda a, b: fnp.sin(a) * b + 1.0, donate_argnums=0)
+    b = to_dev(np.full(64, 2.0, np.float32))
+    before, old = dict(cuda_graph.STATS), set(GRAPH_POOLS)
+    for k in range(4):
+        a = to_dev(x0 + k)
+        assert_matches(f(a, b), np.sin(x0 + k) * 2.0 + 1.0, "donated step", 1e-6, 1e-6)
+    assert _new_graph(old).captured.ins is not None
+    assert cuda_graph.STATS["captured"] == before["captured"] + 1
+    assert cuda_graph.STATS["recaptured"] == before["recaptured"]
 
 
 @needs_gpu

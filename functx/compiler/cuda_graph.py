@@ -2,20 +2,31 @@
 
 A jitted signature on CUDA runs its step list eagerly on its first call (that compiles the
 fused kernels and lets cuBLAS and CuPy set themselves up), captures it into a CUDA graph on
-its second call, and from then on replays the graph: the inputs are copied into the graph's
-own input buffers, the graph is launched on the current stream, and the outputs are copied
-out of the graph's buffers (so results never alias the next call's). A graph replays in a
-few microseconds of host time however many kernels it holds, which is what steps bound by
-host time (small models, loop bodies) need. A step whose inputs and outputs are large next
-to its number of steps (:data:`BYTES_PER_LAUNCH`) is timed: its second call runs eagerly,
-and it is captured at its third only if that call's host time was more than twice what
-copying its inputs and outputs costs (:data:`COPY_BYTES_PER_S`, :data:`COPY_S`). One step
-may hide many launches (attention: a dozen GEMMs and row kernels), so the count of steps
-alone cannot decide.
+its second call, and from then on replays the graph. A graph replays in a few microseconds
+of host time however many kernels it holds, which is what steps bound by host time (small
+models, loop bodies) need.
+
+Inputs: a graph's kernels read fixed addresses. The first graph of a signature reads the
+caller's arrays where they are (a *direct* graph, keyed by the inputs' addresses and
+strides): as long as later calls pass arrays at the same addresses (the same parameters and
+data, or buffers a loop reuses), a replay copies nothing in. At the first call whose inputs
+live elsewhere the direct graph is dropped and the step captured again reading buffers of
+its own (a *copying* graph): each replay then copies the inputs into them first. A step with
+donated arguments (which it may overwrite) is captured copying from the start. Outputs are
+always copied out of the graph's buffers into fresh arrays (so results never alias the next
+call's).
+
+A step whose inputs and outputs are large next to its number of steps
+(:data:`BYTES_PER_LAUNCH`) is timed: its second call runs eagerly, and it is captured at its
+third only if that call's host time was more than twice what copying its inputs and outputs
+costs (:data:`COPY_BYTES_PER_S`, :data:`COPY_S`). One step may hide many launches
+(attention: a dozen GEMMs and row kernels), so the count of steps alone cannot decide.
 
 Memory: everything the step allocates while it is captured comes from a memory pool of the
 graph's own (reused inside the step as it would be eagerly, never handed to other code), so
-a graph holds one step's working memory for as long as its signature is cached.
+a graph holds one step's working memory for as long as its signature is cached. Every
+capture of a signature runs on the same capturing stream, so a copying graph reuses the
+memory its direct predecessor freed.
 
 What cannot be captured: CuPy's cuBLAS wrappers refuse stream capture, so while a step is
 captured (:data:`functx.backends._cuda.CAPTURING`) the GEMMs call cuBLAS directly; anything
@@ -34,8 +45,9 @@ from functx.backends._cuda import CAPTURE_KEEP, CAPTURING, GRAPH_POOLS
 
 __all__ = ["CudaGraph", "set_cuda_graphs", "cuda_graphs_enabled", "STATS"]
 
-# how many steps were captured, and how many could not be (for tests and benchmarks)
-STATS = {"captured": 0, "failed": 0, "declined": 0}
+# how many steps were captured (and captured again, copying, when their inputs moved),
+# and how many could not be (for tests and benchmarks)
+STATS = {"captured": 0, "recaptured": 0, "failed": 0, "declined": 0}
 
 # A replay copies the step's inputs and outputs (device to device, about 2 TB/s on an H100)
 # and saves the host time of each kernel launch (5-10 us): a step is captured only when it
@@ -64,31 +76,54 @@ def cuda_graphs_enabled() -> bool:
     return _STATE["on"]
 
 
+class _Captured:
+    """One captured graph: ``ins`` are its own input buffers (None for a direct graph, or
+    per input that is not a CuPy array), ``outs`` the buffers it writes its outputs into,
+    ``keep`` the pinned host constants it copies from, ``key`` the input addresses a
+    direct graph reads."""
+
+    __slots__ = ("graph", "ins", "outs", "keep", "key")
+
+    def __init__(self, graph: Any, ins: list | None, outs: list, keep: list,
+                 key: tuple | None) -> None:
+        self.graph, self.ins, self.outs, self.keep, self.key = graph, ins, outs, keep, key
+
+
+def _address_key(cupy: Any, inputs: list) -> tuple:
+    """What a direct graph's kernels baked in of ``inputs``: each CuPy array's address and
+    strides (the shapes and dtypes are the signature's)."""
+    return tuple((a.data.ptr, a.strides) if isinstance(a, cupy.ndarray) else None
+                 for a in inputs)
+
+
 class CudaGraph:
     """Runs ``step(inputs) -> outputs`` (CuPy arrays, ``launches`` kernels) eagerly once,
-    then as a CUDA graph.
+    then as a CUDA graph (direct, then copying if the inputs move: see the module
+    docstring).
 
     ``failed`` is set when capture was impossible, or would not pay (:data:`BYTES_PER_LAUNCH`);
-    the caller then runs the step itself.
+    the caller then runs the step itself. ``donated``: the step may write into its inputs
+    (``donate_argnums``), so its graphs always read copies.
     """
 
-    __slots__ = ("step", "launches", "calls", "failed", "graph", "ins", "outs", "pool",
-                 "device", "keep", "copy_s", "__weakref__")
+    __slots__ = ("step", "launches", "calls", "failed", "captured", "pool", "stream",
+                 "device", "copy_s", "direct", "__weakref__")
 
-    def __init__(self, step: Callable[[list], list], launches: int) -> None:
+    def __init__(self, step: Callable[[list], list], launches: int,
+                 donated: bool = False) -> None:
         self.step, self.launches = step, launches
         self.calls = 0
         self.failed = False
-        self.graph = self.ins = self.outs = self.pool = None
-        self.device = None
-        self.keep: list = []  # pinned host constants the graph copies from at each replay
+        self.captured: _Captured | None = None
+        self.pool = self.stream = self.device = None
         self.copy_s: float | None = None  # what a replay's copies would cost (timed steps)
+        self.direct = not donated  # the next capture may read the caller's arrays in place
 
     def __call__(self, inputs: list) -> list:
         import cupy
 
         self.calls += 1
-        if self.graph is None:
+        if self.captured is None:
             if self.calls == 1:
                 outs = self.step(inputs)
                 arrays = [a for a in [*inputs, *outs] if isinstance(a, cupy.ndarray)]
@@ -104,40 +139,60 @@ class CudaGraph:
                     STATS["declined"] += 1
                 return outs
             if not self._capture(cupy, inputs):
-                self.failed = True
-                STATS["failed"] += 1
-                return self.step(inputs)
+                return self._fail(inputs)
             STATS["captured"] += 1
         if cupy.cuda.Device().id != self.device:
             return self.step(inputs)
-        # raw asynchronous copies on the current stream: a CuPy elementwise copy costs
-        # several times the host time, and a step of small arrays is all host time
+        c = self.captured
         stream = cupy.cuda.get_current_stream().ptr
         copy = cupy.cuda.runtime.memcpyAsync
-        for dst, src in zip(self.ins, inputs):  # (dst is C-contiguous)
-            if dst is not None:
-                if src.flags.c_contiguous:
-                    copy(dst.data.ptr, src.data.ptr, dst.nbytes, _D2D, stream)
-                else:  # a view (a transpose, a slice): copied element by element
-                    dst[...] = src
-        self.graph.launch()
+        if c.key is not None and c.key != _address_key(cupy, inputs):
+            # the inputs moved: read copies from now on (the direct graph's memory goes
+            # back to the pool for the new capture once its last replay is done)
+            cupy.cuda.get_current_stream().synchronize()
+            self.captured, self.direct = None, False
+            if not self._capture(cupy, inputs):
+                return self._fail(inputs)
+            STATS["recaptured"] += 1
+            c = self.captured
+        if c.ins is not None:
+            # raw asynchronous copies on the current stream: a CuPy elementwise copy costs
+            # several times the host time, and a step of small arrays is all host time
+            for dst, src in zip(c.ins, inputs):  # (dst is C-contiguous)
+                if dst is not None:
+                    if src.flags.c_contiguous:
+                        copy(dst.data.ptr, src.data.ptr, dst.nbytes, _D2D, stream)
+                    else:  # a view (a transpose, a slice): copied element by element
+                        dst[...] = src
+        c.graph.launch()
         outs = []
-        for o in self.outs:
+        for o in c.outs:
             r = cupy.empty(o.shape, o.dtype)
             copy(r.data.ptr, o.data.ptr, o.nbytes, _D2D, stream)
             outs.append(r)
         return outs
 
+    def _fail(self, inputs: list) -> list:
+        self.failed = True
+        STATS["failed"] += 1
+        return self.step(inputs)
+
     def _capture(self, cupy: Any, inputs: list) -> bool:
-        pool = cupy.cuda.MemoryPool()
-        stream = cupy.cuda.Stream(non_blocking=True)
+        if self.pool is None:
+            self.pool = cupy.cuda.MemoryPool()
+            self.stream = cupy.cuda.Stream(non_blocking=True)
+        pool, stream = self.pool, self.stream
         current = cupy.cuda.get_current_stream()
-        with cupy.cuda.using_allocator(pool.malloc):  # C-contiguous: see the copies in __call__
-            ins = [cupy.empty(x.shape, x.dtype) if isinstance(x, cupy.ndarray) else None
-                   for x in inputs]
-        for dst, src in zip(ins, inputs):
-            if dst is not None:
-                dst[...] = src
+        ins = key = None
+        if self.direct:
+            key = _address_key(cupy, inputs)
+        else:
+            with cupy.cuda.using_allocator(pool.malloc):  # C-contiguous: see __call__'s copies
+                ins = [cupy.empty(x.shape, x.dtype) if isinstance(x, cupy.ndarray) else None
+                       for x in inputs]
+            for dst, src in zip(ins, inputs):
+                if dst is not None:
+                    dst[...] = src
         stream.wait_event(current.record())
         graph = None
         try:
@@ -146,7 +201,9 @@ class CudaGraph:
                 CAPTURE_KEEP.clear()
                 stream.begin_capture()
                 try:
-                    outs = self.step([d if d is not None else x for d, x in zip(ins, inputs)])
+                    reads = inputs if ins is None else [
+                        d if d is not None else x for d, x in zip(ins, inputs)]
+                    outs = self.step(reads)
                 finally:
                     CAPTURING[0] = False
                     graph = stream.end_capture()
@@ -157,8 +214,7 @@ class CudaGraph:
         if any(not isinstance(o, cupy.ndarray) for o in outs):
             return False
         current.wait_event(stream.record())
-        self.graph, self.ins, self.outs, self.pool = graph, ins, list(outs), pool
-        self.keep = keep
+        self.captured = _Captured(graph, ins, list(outs), keep, key)
         GRAPH_POOLS.add(self)  # memory_stats counts what graphs hold (``pool``)
         self.device = cupy.cuda.Device().id
         return True

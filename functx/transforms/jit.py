@@ -115,7 +115,7 @@ class _Compiled:
             graph = self.graph
             if graph is None:
                 graph = self.graph = CudaGraph(lambda ins: self.replay(plan, ins, backend),
-                                               len(plan[1]))
+                                               len(plan[1]), donated=any(self.donated or ()))
             if not graph.failed:
                 return graph(inputs)
         return self.replay(plan, inputs, backend)
