@@ -80,6 +80,13 @@ def test_elementwise_chain_is_one_flat_kernel_in_single_precision() -> None:
     assert "in1[i1]" in src and "in0[i0 * 32 + i1]" in src
 
 
+def test_a_lone_operation_is_generated_only_when_it_broadcasts() -> None:
+    x, b = np.ones((64, 32), np.float32), np.ones(32, np.float32)
+    (k,) = kernels_for(lambda a, c: a + c, x, b)  # a bias added: one generated kernel
+    assert k.launch["kind"] == "elementwise" and "in1[i1]" in k.source
+    assert kernels_for(lambda a, c: a + c, x, x) == []  # same shapes: CuPy's own add
+
+
 def test_reduction_layouts_are_chosen_from_the_reduced_axes() -> None:
     x = np.ones((64, 4096), np.float32)
     row = kernels_for(lambda a: red.reduce_sum(fnp.exp(a) * 2.0, (1,)), x)[0]

@@ -77,9 +77,12 @@ def cuda_policy(e: Any, expr: Any) -> bool:
 
 def cuda_worth(c: Cluster) -> bool:
     """Which clusters the CUDA generator keeps: those of at least two computing equations
-    (as on the CPU) and every reduction (CuPy's reductions over a leading axis read with
-    strides; the generated column kernel reads coalesced rows)."""
-    return c.n_compute >= 2 or c.reduce_axes is not None
+    (as on the CPU), every reduction (CuPy's reductions over a leading axis read with
+    strides; the generated column kernel reads coalesced rows), and a single operation
+    that broadcasts an operand (a bias added to a product: CuPy's kernel divides each
+    index by the runtime shape, the generated one by constants)."""
+    return (c.n_compute >= 2 or c.reduce_axes is not None
+            or (c.n_compute == 1 and any(v.aval.shape != c.shape for v in c.inputs)))
 
 
 def _storage(dtype: np.dtype) -> str:
