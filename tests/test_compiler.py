@@ -99,6 +99,8 @@ def test_fold_constants_leaves_big_results_alone() -> None:
     (lambda x: ew.neg(ew.neg(x)), (3,), []),
     (lambda x: sh.transpose(sh.transpose(x, (1, 0)), (1, 0)), (2, 3), []),
     (lambda x: sh.transpose(sh.transpose(x, (1, 2, 0)), (1, 2, 0)), (2, 3, 4), ["transpose"]),
+    (lambda x: sh.transpose(sh.concatenate([x, ew.sin(x)], 0), (1, 0)), (2, 3),
+     ["sin", "transpose", "transpose", "concatenate"]),  # the pieces transposed instead
     (lambda x: sh.reshape(sh.reshape(sh.reshape(x, (6,)), (3, 2)), (1, 6)), (2, 3), ["reshape"]),
     (lambda x: sh.reshape(sh.reshape(x, (6,)), (2, 3)), (2, 3), []),
     (lambda x: sh.broadcast_in_dim(sh.broadcast_in_dim(x, (4, 3), (1,)), (2, 4, 3), (1, 2)),

@@ -258,10 +258,11 @@ def test_jit_grad_of_linear_algebra_is_captured_whole_and_matches_the_cpu(case,
     monkeypatch.setattr(_lu, "lu", lambda xp, a, _lu_=_lu.lu: factored.append(a.shape)
                         or _lu_(xp, a))
     got, per_call = [], []
+    dev_args = to_dev(args)  # (at the same addresses each call: the graph reads them there)
     with fx.default_device("cuda"):  # (the GP's identity made there)
         for _ in range(4):  # eager, capture, replay, replay
             start = len(factored)
-            got.append(step(*to_dev(args)))
+            got.append(step(*dev_args))
             per_call.append(len(factored) - start)
     assert cuda_graph.STATS["captured"] == before["captured"] + 1
     assert cuda_graph.STATS["failed"] == before["failed"]
