@@ -22,7 +22,11 @@ from functx.primitives.cuda import _flash
 from functx.primitives.cuda import attention as cuda_attention
 
 from tests.test_cuda import IS_CUDA, to_dev
-from tests.test_cuda_flash32 import LAYOUTS, check_strided_against_contiguous
+from tests.test_cuda_flash32 import (
+    LAYOUTS,
+    check_gradients_from_the_saved_output,
+    check_strided_against_contiguous,
+)
 
 gpu = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
 
@@ -213,6 +217,15 @@ def test_jit_grad_of_causal_sdpa_in_bfloat16_matches_eager(counted) -> None:
 def test_strided_operands_match_contiguous(case, causal, dt, monkeypatch) -> None:
     # dq: float32 atomics (any order), then rounded: within one unit in the last place.
     check_strided_against_contiguous(_flash, dt, case, causal, monkeypatch, 2 * FLOOR[dt])
+
+
+@gpu
+@pytest.mark.parametrize("dt", [BF16, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_from_the_saved_output_match(causal, dt) -> None:
+    # rowsum(g * out) from the rounded output instead of the float32 one: a few units in
+    # the last place of the dtype
+    check_gradients_from_the_saved_output(_flash, dt, causal, 4 * FLOOR[dt])
 
 
 @gpu

@@ -286,6 +286,38 @@ def test_strided_operands_match_contiguous(case, causal, monkeypatch) -> None:
     check_strided_against_contiguous(_flash32, F32, case, causal, monkeypatch, 1e-6)
 
 
+def check_gradients_from_the_saved_output(mod, dt, causal, tol) -> None:
+    """``mod.flash_attention_grad`` given the forward output (``out=``: its statistics pass
+    reads it and skips the ``P V`` products) against the same function computing the output
+    again: dk and dv bitwise for float32 (the output read is the one computed), all within
+    ``tol`` of the largest entry otherwise (a half output is rounded). (Shared with
+    tests/test_cuda_flash.py.)"""
+    import cupy
+
+    for batch, L, S, E in [((2, 3), 100, 130, 64), ((3,), 64, 64, 32), ((2,), 70, 200, 128)]:
+        shapes = [batch + (L, E), batch + (S, E), batch + (S, E), batch + (L, E)]
+        q, k, v, g = (to_dev(RNG.standard_normal(sh).astype(np.float32).astype(dt))
+                      for sh in shapes)
+        b, sc = cupy.zeros((), dt), 1 / np.sqrt(E)
+        out = mod.flash_attention(cupy, q, k, v, b, scale=sc, causal=causal)
+        got = mod.flash_attention_grad(cupy, q, k, v, b, g, scale=sc, causal=causal,
+                                       bias_grad=False, out=out)
+        want = mod.flash_attention_grad(cupy, q, k, v, b, g, scale=sc, causal=causal,
+                                        bias_grad=False)
+        for i, (x, w) in enumerate(zip(got, want)):
+            assert x.shape == w.shape and x.dtype == w.dtype
+            if i > 0 and np.dtype(dt) == F32:
+                assert np.array_equal(cupy.asnumpy(x), cupy.asnumpy(w)), (batch, i)
+            else:
+                assert rel_err(host(x), host(w)) <= tol, (batch, i)
+
+
+@gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_from_the_saved_output_match(causal) -> None:
+    check_gradients_from_the_saved_output(_flash32, F32, causal, 1e-6)
+
+
 @pytest.fixture
 def compiler_on():
     import functx.compiler as compiler

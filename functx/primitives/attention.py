@@ -4,9 +4,9 @@ Written as composites, attention takes a dozen primitives (two matmuls, the scal
 soft-cap, the mask, a stable softmax) whose VJPs keep several ``(..., L, S)`` arrays from
 the forward pass to the backward pass. As two primitives it takes, on CUDA, cuBLAS batched
 GEMMs around ONE fused row kernel per pass (``functx.primitives.cuda.attention``), and the
-backward pass keeps nothing of the scores' size: only the inputs (FlashAttention's memory,
-without even the per-row log-sum-exp: the backward row kernel recomputes each row's maximum
-and sum on chip, which costs no pass over memory).
+backward pass keeps nothing of the scores' size: only the inputs and the output
+(FlashAttention's memory, without even the per-row log-sum-exp: the backward pass
+recomputes each row's maximum and sum on chip, which costs no pass over memory).
 
 * ``dot_product_attention(q, k, v, bias, *, scale, causal, softcap)`` is
   ``softmax(s) @ v`` over the last axis with the logits
@@ -19,11 +19,15 @@ and sum on chip, which costs no pass over memory).
   (batch) dimensions ``...``, all of one float dtype; ``bias`` of that dtype and of any shape
   that broadcasts to the logits' ``(..., L, S)`` without growing it (a 0-d 0 when there is
   none; a boolean mask is passed as a bias of ``0`` and ``-inf``). Output ``(..., L, Ev)``.
-* ``dot_product_attention_grad(q, k, v, bias, ct, *, scale, causal, softcap, bias_grad)``
-  returns ``(dq, dk, dv)``, and ``dbias`` (summed to ``bias``'s shape) too when
-  ``bias_grad``: with ``p`` the probabilities, ``dv = p^T @ ct``, ``dp = ct @ v^T``,
+* ``dot_product_attention_grad(q, k, v, bias, ct, out, *, scale, causal, softcap,
+  bias_grad)`` returns ``(dq, dk, dv)``, and ``dbias`` (summed to ``bias``'s shape) too
+  when ``bias_grad``: with ``p`` the probabilities, ``dv = p^T @ ct``, ``dp = ct @ v^T``,
   ``ds = p * (dp - rowsum(p * dp))`` (``dbias = ds``), ``ds *= 1 - tanh^2`` with a
-  soft-cap, ``dq = scale * ds @ k``, ``dk = scale * ds^T @ q``.
+  soft-cap, ``dq = scale * ds @ k``, ``dk = scale * ds^T @ q``. ``out`` is the forward
+  pass's output (``dot_product_attention`` of the same operands; the VJP saves it):
+  ``rowsum(p * dp) = rowsum(ct * out)``, so CUDA's flash kernels read it instead of
+  computing the output again (their statistics pass then skips the ``p @ v`` products).
+  The other implementations compute ``rowsum(p * dp)`` themselves and ignore it.
 
 Rules: the VJP of ``dot_product_attention`` is ``dot_product_attention_grad`` (only
 ``dbias`` is skipped where the bias needs no cotangent: its sum over broadcast axes costs a
@@ -125,9 +129,12 @@ def _attention_aval(q, k, v, b, *, scale, causal, softcap):
     return AbstractArray(tuple(q.shape[:-1]) + (v.shape[-1],), np.dtype(q.dtype))
 
 
-def _attention_grad_aval(q, k, v, b, ct, *, scale, causal, softcap, bias_grad):
+def _attention_grad_aval(q, k, v, b, ct, out, *, scale, causal, softcap, bias_grad):
     _check_params("dot_product_attention_grad", scale, causal, softcap)
     _check_operands("dot_product_attention_grad", q, k, v, b, ct)
+    if tuple(out.shape) != tuple(ct.shape) or np.dtype(out.dtype) != np.dtype(ct.dtype):
+        raise ShapeError(f"dot_product_attention_grad: the forward output {out} must have "
+                         f"the cotangent's shape and dtype {ct}.")
     dt = np.dtype(q.dtype)
     outs = tuple(AbstractArray(tuple(a.shape), dt) for a in (q, k, v))
     return outs + ((AbstractArray(tuple(b.shape), dt),) if bias_grad else ())
@@ -189,7 +196,8 @@ def _attention_impl(xp, q, k, v, b, *, scale, causal, softcap):
         return xp.matmul(_softmax_rows(xp, s), v).astype(dt, copy=False)
 
 
-def _attention_grad_impl(xp, q, k, v, b, ct, *, scale, causal, softcap, bias_grad):
+def _attention_grad_impl(xp, q, k, v, b, ct, out, *, scale, causal, softcap, bias_grad):
+    # (``out`` unused: rowsum(p * dp) is computed from the probabilities here)
     dt = np.dtype(q.dtype)
     q, k, v, b, ct = in_compute_dtype(q, k, v, b, ct)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -282,9 +290,10 @@ def _composite_probs(q: Any, k: Any, b: Any, scale: float, causal: bool,
 
 
 @in_float32
-def _grad_composite(q: Any, k: Any, v: Any, b: Any, ct: Any, *, scale: float, causal: bool,
-                    softcap: float | None, bias_grad: bool) -> tuple:
-    """``dot_product_attention_grad``'s outputs in functx operations."""
+def _grad_composite(q: Any, k: Any, v: Any, b: Any, ct: Any, out: Any, *, scale: float,
+                    causal: bool, softcap: float | None, bias_grad: bool) -> tuple:
+    """``dot_product_attention_grad``'s outputs in functx operations (``out``, a function of
+    the other operands, is not read: its cotangent and tangent terms are zero)."""
     p, dsdx = _composite_probs(q, k, b, scale, causal, softcap)
     dv = _matmul(_mT(p), ct)
     dp = _matmul(ct, _mT(v))
@@ -298,11 +307,11 @@ def _grad_composite(q: Any, k: Any, v: Any, b: Any, ct: Any, *, scale: float, ca
 
 # -- derivative rules ------------------------------------------------------------------------
 
-@dot_product_attention_p.def_vjp(save_inputs=(0, 1, 2, 3), selective=True)
+@dot_product_attention_p.def_vjp(save_inputs=(0, 1, 2, 3), save_output=True, selective=True)
 def _attention_vjp(ct, ins, out, *, scale, causal, softcap, needs):
     q, k, v, b = ins
-    grads = bind(dot_product_attention_grad_p, q, k, v, b, ct, scale=scale, causal=causal,
-                 softcap=softcap, bias_grad=bool(needs[3]))
+    grads = bind(dot_product_attention_grad_p, q, k, v, b, ct, out, scale=scale,
+                 causal=causal, softcap=softcap, bias_grad=bool(needs[3]))
     return tuple(g if need else None for g, need in zip(list(grads) + [None], needs))
 
 
@@ -338,9 +347,10 @@ dot_product_attention_grad_p.def_composite_rules(_grad_composite)
 # -- batching ----------------------------------------------------------------------------------
 
 def _batched_operands(args, dims, bias_grad: bool) -> tuple[list, Any, int, Any]:
-    """``([q, k, v(, ct)], bias, out_dim, bias_batch)`` for one call of the primitive on the
-    whole batch. Where q, k, v (and ct) are batched at one leading axis ``d`` and the bias is
-    unbatched, does not reach axis ``d`` and needs no cotangent, they pass as they are.
+    """``([q, k, v(, ct, out)], bias, out_dim, bias_batch)`` for one call of the primitive on
+    the whole batch. Where q, k, v (and ct, out) are batched at one leading axis ``d`` and
+    the bias is unbatched, does not reach axis ``d`` and needs no cotangent, they pass as
+    they are.
     Otherwise the batch moves to the front (unbatched operands broadcast) and the bias
     becomes ``(size, 1.., *bias)``; ``bias_batch`` is then ``(size, bias shape)`` (for
     folding ``dbias`` back), else None."""
@@ -371,8 +381,8 @@ def _attention_batch(args, dims, *, scale, causal, softcap):
 
 @dot_product_attention_grad_p.def_batch
 def _attention_grad_batch(args, dims, *, scale, causal, softcap, bias_grad):
-    (q, k, v, ct), b, d, bias_batch = _batched_operands(args, dims, bias_grad)
-    outs = list(bind(dot_product_attention_grad_p, q, k, v, b, ct, scale=scale,
+    (q, k, v, ct, out), b, d, bias_batch = _batched_operands(args, dims, bias_grad)
+    outs = list(bind(dot_product_attention_grad_p, q, k, v, b, ct, out, scale=scale,
                      causal=causal, softcap=softcap, bias_grad=bias_grad))
     if not bias_grad:
         return outs, [d, d, d]
@@ -411,10 +421,17 @@ def dot_product_attention(q: Any, k: Any, v: Any, bias: Any = None, *,
 
 def dot_product_attention_grad(q: Any, k: Any, v: Any, bias: Any, ct: Any, *,
                                scale: float | None = None, causal: bool = False,
-                               softcap: float | None = None,
-                               bias_grad: bool = False) -> tuple:
+                               softcap: float | None = None, bias_grad: bool = False,
+                               out: Any = None) -> tuple:
     """``(dq, dk, dv)`` (and ``dbias`` if ``bias_grad``): the cotangents of
-    :func:`dot_product_attention`'s inputs for the output cotangent ``ct``."""
+    :func:`dot_product_attention`'s inputs for the output cotangent ``ct``.
+
+    ``out`` is :func:`dot_product_attention`'s output for these operands and options where
+    the caller has it (computed here otherwise); CUDA's flash kernels read it (see the
+    module docstring), so it must be that output, not another array of its shape."""
     b = _ew.scalar(q, 0) if bias is None else bias
-    return tuple(bind(dot_product_attention_grad_p, q, k, v, b, ct,
-                      **_params(q, scale, causal, softcap), bias_grad=bool(bias_grad)))
+    params = _params(q, scale, causal, softcap)
+    if out is None:
+        out = bind(dot_product_attention_p, q, k, v, b, **params)
+    return tuple(bind(dot_product_attention_grad_p, q, k, v, b, ct, out, **params,
+                      bias_grad=bool(bias_grad)))

@@ -159,8 +159,11 @@ __device__ __forceinline__ float fx_quad_sum(float x) {
 // The forward pass of one (batch entry, tile of 64 queries). q (N, L, D), k and v (N, S, D),
 // out (N, L, D) (written with want_out), lse (N, L) float32 (base 2, with want_stats),
 // dout (N, L, D) and delta (N, L) float32 (rowsum(dout * out), with want_stats); q, k, v,
-// out and dout through their layouts lq, lk, lv, lo, lg (lse and delta contiguous).
-template <int D>
+// out and dout through their layouts lq, lk, lv, lo, lg (lse and delta contiguous). With
+// want_stats == 2, out is the forward output, read for delta: the P V products (and the V
+// tiles) are skipped: the kernel for that is its own instance (PV false), so the other
+// keeps its registers.
+template <int D, bool PV>
 __device__ __forceinline__ void fx_flash_fwd(
         const fx_u16* __restrict__ q, const fx_u16* __restrict__ k,
         const fx_u16* __restrict__ v, const fx_u16* __restrict__ bias,
@@ -189,12 +192,13 @@ __device__ __forceinline__ void fx_flash_fwd(
     }
     q += fx_off(lq, n1, n2, i0);
     const float bb = fx_bias(bias);
+    constexpr bool pv = PV;
 
     // This warp's 16 rows of Q, as A fragments, through the second K buffer; the first
     // K and V tiles into the first buffers.
     fx_cp_tile<D>(sK1, q, lq.rs, min(FX_TILE, L - i0));
     fx_cp_tile<D>(sK0, k + fx_off(lk, n1, n2, 0), lk.rs, min(FX_TILE, S));
-    fx_cp_tile<D>(sV0, v + fx_off(lv, n1, n2, 0), lv.rs, min(FX_TILE, S));
+    if (pv) fx_cp_tile<D>(sV0, v + fx_off(lv, n1, n2, 0), lv.rs, min(FX_TILE, S));
     fx_cp_commit();
     fx_cp_wait<0>();
     __syncthreads();
@@ -218,8 +222,9 @@ __device__ __forceinline__ void fx_flash_fwd(
             const int jn = j0 + FX_TILE;
             fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + fx_base[0] + (long long)jn * lk.rs, lk.rs,
                           min(FX_TILE, S - jn));
-            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + fx_base[1] + (long long)jn * lv.rs, lv.rs,
-                          min(FX_TILE, S - jn));
+            if (pv)
+                fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + fx_base[1] + (long long)jn * lv.rs,
+                              lv.rs, min(FX_TILE, S - jn));
             fx_cp_commit();
             fx_cp_wait<1>();
         } else {
@@ -282,19 +287,21 @@ __device__ __forceinline__ void fx_flash_fwd(
             o[d][2] *= alpha[1]; o[d][3] *= alpha[1];
         }
         // O += P V, P's accumulator fragments reused as A fragments.
+        if (pv) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-            const fx_u32 a[4] = {fx_pack(s[2 * kk][0], s[2 * kk][1]),
-                                 fx_pack(s[2 * kk][2], s[2 * kk][3]),
-                                 fx_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                 fx_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            for (int kk = 0; kk < 4; ++kk) {
+                const fx_u32 a[4] = {fx_pack(s[2 * kk][0], s[2 * kk][1]),
+                                     fx_pack(s[2 * kk][2], s[2 * kk][3]),
+                                     fx_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                     fx_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-            for (int d2 = 0; d2 < D / 16; ++d2) {
-                fx_u32 b[4];
-                fx_ldm4_t(b, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * (D + 8)
-                                 + d2 * 16 + (lane >> 4) * 8);
-                fx_mma(o[2 * d2], a, b[0], b[1]);
-                fx_mma(o[2 * d2 + 1], a, b[2], b[3]);
+                for (int d2 = 0; d2 < D / 16; ++d2) {
+                    fx_u32 b[4];
+                    fx_ldm4_t(b, sV + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * (D + 8)
+                                     + d2 * 16 + (lane >> 4) * 8);
+                    fx_mma(o[2 * d2], a, b[0], b[1]);
+                    fx_mma(o[2 * d2 + 1], a, b[2], b[3]);
+                }
             }
         }
         __syncthreads();
@@ -311,7 +318,7 @@ __device__ __forceinline__ void fx_flash_fwd(
         o[d][0] *= inv[0]; o[d][1] *= inv[0];
         o[d][2] *= inv[1]; o[d][3] *= inv[1];
     }
-    if (want_out) {
+    if (want_out && pv) {
         out += fx_base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -329,13 +336,23 @@ __device__ __forceinline__ void fx_flash_fwd(
         for (int r = 0; r < 2; ++r) {
             const int i = row0 + r * 8;
             float acc = 0.f;
-            if (i < L) {
+            if (i < L && pv) {
                 const fx_u16* dr = dout + fx_base[3] + (long long)i * lg.rs;
 #pragma unroll
                 for (int d = 0; d < D / 8; ++d) {
                     const fx_u32 w = *reinterpret_cast<const fx_u32*>(dr + d * 8 + 2 * t4);
                     acc += o[d][2 * r] * fx_to_float((fx_u16)(w & 0xffffu))
                          + o[d][2 * r + 1] * fx_to_float((fx_u16)(w >> 16));
+                }
+            } else if (i < L) {  // the stored output
+                const fx_u16* dr = dout + fx_base[3] + (long long)i * lg.rs;
+                const fx_u16* orow = out + fx_base[2] + (long long)i * lo.rs;
+#pragma unroll 4
+                for (int d = 0; d < D / 8; ++d) {
+                    const fx_u32 w = *reinterpret_cast<const fx_u32*>(dr + d * 8 + 2 * t4);
+                    const fx_u32 x = *reinterpret_cast<const fx_u32*>(orow + d * 8 + 2 * t4);
+                    acc += fx_to_float((fx_u16)(x & 0xffffu)) * fx_to_float((fx_u16)(w & 0xffffu))
+                         + fx_to_float((fx_u16)(x >> 16)) * fx_to_float((fx_u16)(w >> 16));
                 }
             }
             acc = fx_quad_sum(acc);
@@ -592,8 +609,16 @@ extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_fwd_e@E@_
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias, fx_u16* out,
         float* lse, const fx_u16* dout, float* delta, @FWD@, int nb, int L, int S,
         float scale_log2, int causal, int want_out, int want_stats) {
-    fx_flash_fwd<@E@>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S, scale_log2,
-                      causal, want_out, want_stats);
+    fx_flash_fwd<@E@, true>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S,
+                            scale_log2, causal, want_out, want_stats);
+}
+
+extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_stats_e@E@_@T@(
+        const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias, fx_u16* out,
+        float* lse, const fx_u16* dout, float* delta, @FWD@, int nb, int L, int S,
+        float scale_log2, int causal, int want_out, int want_stats) {
+    fx_flash_fwd<@E@, false>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S,
+                             scale_log2, causal, want_out, want_stats);
 }
 
 extern "C" __global__ void __launch_bounds__(128, @MINB@) functx_flash_bwd_e@E@_@T@(
@@ -666,14 +691,15 @@ def _bias(xp: Any, b: Any, dt: np.dtype) -> Any:
 
 
 def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: int,
-             scale: float, causal: bool, want_out: bool, want_stats: bool) -> None:
+             scale: float, causal: bool, want_out: bool, want_stats: int) -> None:
     """The forward kernel on ``ops``: name -> (array, strides) for q, k, v, out, dout
-    (:func:`functx.primitives.cuda._flash_layout.operands`)."""
+    (:func:`functx.primitives.cuda._flash_layout.operands`); ``want_stats`` 0 (none), 1
+    (computing the output again) or 2 (reading it from ``out``)."""
     names = ("q", "k", "v", "out", "dout")
     q, k, v, out, dout = (ops[a][0] for a in names)
     L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
     strides = sum((layout.args(ops[a][1]) for a in names), ())
-    fn = _function(xp, "fwd", e, q.dtype)
+    fn = _function(xp, "stats" if want_stats == 2 else "fwd", e, q.dtype)
     layout.launch(fn, (n, -(-L // _TILE)), _THREADS, _fwd_shared_bytes(e),
                   (q, k, v, bias, out, lse, dout, delta) + strides
                   + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
@@ -723,10 +749,12 @@ def _bwd_shared_bytes(e: int) -> int:
 
 
 def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, scale: float,
-                         causal: bool, bias_grad: bool) -> tuple:
+                         causal: bool, bias_grad: bool, out: Any = None) -> tuple:
     """``dot_product_attention_grad`` (no soft-cap, 0-d bias) by the flash kernels: the
     forward kernel for each row's log-sum-exp and ``rowsum(g * out)``, the backward kernel
-    (dq added up in float32), and dq rounded to the dtype.
+    (dq added up in float32), and dq rounded to the dtype. Given the forward output
+    ``out``, the forward kernel reads it for ``rowsum(g * out)`` (as FlashAttention-2 does)
+    and skips its ``P V`` products; without it, it computes the output again.
 
     Args:
         xp: cupy.
@@ -735,6 +763,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
         scale, causal: as for ``dot_product_attention_grad``.
         bias_grad: also return the bias's cotangent: zeros of its shape and dtype (the
             softmax ignores a constant added to every logit).
+        out: the forward output ``(..., L, E)`` for these operands, or None.
 
     Returns:
         ``(dq, dk, dv)``, and ``dbias`` with ``bias_grad``, in the operands' dtype.
@@ -746,12 +775,17 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     dt = np.dtype(q.dtype)
     n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     layout.check_sizes("flash attention", n, L, S, _TILE)
-    ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
-    ops["out"] = ops["q"]  # (unused)
+    named = {"q": q, "k": k, "v": v, "dout": g}
+    if out is not None:
+        named["out"] = out
+    ops, nb = layout.operands(xp, named)
+    if out is None:
+        ops["out"] = ops["q"]  # (unused)
     bias = _bias(xp, b, dt)
     f32 = np.dtype(np.float32)
     lse, delta = xp.empty((n, L), f32), xp.empty((n, L), f32)
-    _forward(xp, ops, nb, bias, lse, delta, n, scale, causal, False, True)
+    _forward(xp, ops, nb, bias, lse, delta, n, scale, causal, False,
+             2 if out is not None else 1)
     dq32 = xp.zeros((n, L, e), f32)  # (contiguous scratch)
     ops["dk"] = layout.output_like(xp, k, dt, nb)
     ops["dv"] = layout.output_like(xp, v, dt, nb)

@@ -220,7 +220,9 @@ __device__ __forceinline__ void fx_nn(float (&acc)[4][D / 16], const float* P, i
 // The forward pass of one (batch entry, tile of 64 queries). q (N, L, D), k and v (N, S, D),
 // out (N, L, D) (written with want_out), lse (N, L) (base 2, with want_stats), dout
 // (N, L, D) and delta (N, L) (rowsum(dout * out), with want_stats); all float32; q, k, v,
-// out and dout through their layouts lq, lk, lv, lo, lg (lse and delta contiguous).
+// out and dout through their layouts lq, lk, lv, lo, lg (lse and delta contiguous). With
+// want_stats == 2, out is the forward output, read for delta: the P V products (and the V
+// tiles) are skipped.
 // Shared memory (dynamic): the Q tile, two buffers of K and V tiles (row stride D + 4) and
 // the P tile (64 x FX_PS).
 template <int D>
@@ -246,9 +248,10 @@ __device__ __forceinline__ void fx_flash32_fwd(
     k += fx_off(lk, n1, n2, 0);
     v += fx_off(lv, n1, n2, 0);
     const float bb = fx_bias(bias);
+    const bool pv = want_stats != 2;  // (uniform across the block)
     fx_cp_tile<D>(sQ, q, lq.rs, min(FX_TILE, L - i0));
     fx_cp_tile<D>(sK0, k, lk.rs, min(FX_TILE, S));
-    fx_cp_tile<D>(sV0, v, lv.rs, min(FX_TILE, S));
+    if (pv) fx_cp_tile<D>(sV0, v, lv.rs, min(FX_TILE, S));
     fx_cp_commit();
 
     float o[4][DC], m[4], l[4];
@@ -270,8 +273,9 @@ __device__ __forceinline__ void fx_flash32_fwd(
             const int jn = j0 + FX_TILE;
             fx_cp_tile<D>((it & 1) ? sK0 : sK1, k + (long long)jn * lk.rs, lk.rs,
                           min(FX_TILE, S - jn));
-            fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * lv.rs, lv.rs,
-                          min(FX_TILE, S - jn));
+            if (pv)
+                fx_cp_tile<D>((it & 1) ? sV0 : sV1, v + (long long)jn * lv.rs, lv.rs,
+                              min(FX_TILE, S - jn));
             fx_cp_commit();
         }
         float s[4][4];
@@ -301,15 +305,17 @@ __device__ __forceinline__ void fx_flash32_fwd(
             for (int c = 0; c < 4; ++c) {
                 const float p = exp2f(s[r][c] - base);
                 rs += p;
-                sP[(ty + 16 * r) * FX_PS + tx + 16 * c] = p;
+                if (pv) sP[(ty + 16 * r) * FX_PS + tx + 16 * c] = p;
             }
             l[r] = l[r] * alpha + rs;
 #pragma unroll
             for (int c = 0; c < DC; ++c) o[r][c] *= alpha;
         }
-        __syncthreads();
-        fx_nn<D>(o, sP, FX_PS, sV, ty, tx);  // (sP is written again after the next
-        // iteration's first barrier)
+        if (pv) {
+            __syncthreads();
+            fx_nn<D>(o, sP, FX_PS, sV, ty, tx);  // (sP is written again after the next
+            // iteration's first barrier)
+        }
     }
 
 #pragma unroll
@@ -319,12 +325,13 @@ __device__ __forceinline__ void fx_flash32_fwd(
 #pragma unroll
         for (int c = 0; c < DC; ++c) o[r][c] = (lr == 0.f) ? 0.f : o[r][c] / lr;  // a fully
         // masked row gives zeros
-        if (want_out && i < L) fx_store_cols<D>(out + fx_off(lo, n1, n2, i), tx, o[r]);
+        if (want_out && pv && i < L) fx_store_cols<D>(out + fx_off(lo, n1, n2, i), tx, o[r]);
         if (want_stats) {
             float acc = 0.f;
             if (i < L) {
                 float g[DC];
                 fx_load_cols<D>(g, dout + fx_off(lg, n1, n2, i), tx);
+                if (!pv) fx_load_cols<D>(o[r], out + fx_off(lo, n1, n2, i), tx);
 #pragma unroll
                 for (int c = 0; c < DC; ++c) acc = fmaf(o[r][c], g[c], acc);
             }
@@ -568,9 +575,10 @@ def bwd_shared_bytes(e: int) -> int:
 
 
 def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: int,
-             scale: float, causal: bool, want_out: bool, want_stats: bool) -> None:
+             scale: float, causal: bool, want_out: bool, want_stats: int) -> None:
     """The forward kernel on ``ops``: name -> (array, strides) for q, k, v, out, dout
-    (:func:`functx.primitives.cuda._flash_layout.operands`)."""
+    (:func:`functx.primitives.cuda._flash_layout.operands`); ``want_stats`` 0 (none), 1
+    (computing the output again) or 2 (reading it from ``out``)."""
     names = ("q", "k", "v", "out", "dout")
     q, k, v, out, dout = (ops[a][0] for a in names)
     L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
@@ -614,10 +622,12 @@ def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
 
 
 def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, scale: float,
-                         causal: bool, bias_grad: bool) -> tuple:
+                         causal: bool, bias_grad: bool, out: Any = None) -> tuple:
     """``dot_product_attention_grad`` (float32, no soft-cap, 0-d bias) by the flash
     kernels: the forward kernel for each row's log-sum-exp and ``rowsum(g * out)``, then
-    the backward kernel (dq added up in float32 atomics).
+    the backward kernel (dq added up in float32 atomics). Given the forward output ``out``,
+    the forward kernel reads it for ``rowsum(g * out)`` and skips its ``P V`` products;
+    without it, it computes the output again.
 
     Args:
         xp: cupy.
@@ -626,6 +636,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
         scale, causal: as for ``dot_product_attention_grad``.
         bias_grad: also return the bias's cotangent: zeros of its shape and dtype (the
             softmax ignores a constant added to every logit).
+        out: the forward output ``(..., L, E)`` for these operands, or None.
 
     Returns:
         ``(dq, dk, dv)``, and ``dbias`` with ``bias_grad``, float32.
@@ -639,11 +650,16 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     """
     n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     layout.check_sizes("float32 flash attention", n, L, S, _TILE)
-    ops, nb = layout.operands(xp, {"q": q, "k": k, "v": v, "dout": g})
-    ops["out"] = ops["q"]  # (unused)
+    named = {"q": q, "k": k, "v": v, "dout": g}
+    if out is not None:
+        named["out"] = out
+    ops, nb = layout.operands(xp, named)
+    if out is None:
+        ops["out"] = ops["q"]  # (unused)
     bias = _bias(xp, b)
     lse, delta = xp.empty((n, L), _F32), xp.empty((n, L), _F32)
-    _forward(xp, ops, nb, bias, lse, delta, n, scale, causal, False, True)
+    _forward(xp, ops, nb, bias, lse, delta, n, scale, causal, False,
+             2 if out is not None else 1)
     ops["dq"] = layout.output_like(xp, q, _F32, nb, zero=True)
     ops["dk"] = layout.output_like(xp, k, _F32, nb)
     ops["dv"] = layout.output_like(xp, v, _F32, nb)

@@ -245,22 +245,22 @@ def dot_product_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: flo
     return out if ct == dt else out.astype(dt)
 
 
-def dot_product_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *,
-                               scale: float, causal: bool, softcap: float | None,
+def dot_product_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, out: Any,
+                               *, scale: float, causal: bool, softcap: float | None,
                                bias_grad: bool, fallback: Callable) -> tuple:
     """The fused attention's input cotangents: per chunk and row block, two GEMMs, one row
     kernel, three GEMMs (row blocks add their parts of dk and dv); ``dbias`` summed from a
     full ``(N, L, S)`` array. ``fallback`` (the generic implementation) where an operand is
-    empty."""
+    empty. ``out`` (the forward output) is read by the flash kernels only."""
     if 0 in q.shape or 0 in k.shape or 0 in v.shape:  # nothing for the kernels to do
-        return fallback(xp, q, k, v, b, g, scale=scale, causal=causal, softcap=softcap,
+        return fallback(xp, q, k, v, b, g, out, scale=scale, causal=causal, softcap=softcap,
                         bias_grad=bias_grad)
     if FLASH and flash.supported(xp, q, k, v, b, softcap):
         return flash.flash_attention_grad(xp, q, k, v, b, g, scale=scale, causal=causal,
-                                          bias_grad=bias_grad)
+                                          bias_grad=bias_grad, out=out)
     if FLASH32 and flash32.supported(xp, q, k, v, b, softcap):
         return flash32.flash_attention_grad(xp, q, k, v, b, g, scale=scale, causal=causal,
-                                            bias_grad=bias_grad)
+                                            bias_grad=bias_grad, out=out)
     dt = np.dtype(q.dtype)
     lead = tuple(q.shape[:-2])
     ct, (N, L, S, E, Ev), (q3, k3, v3, g3), bias, layout, nc, blocks, size = \
