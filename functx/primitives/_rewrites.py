@@ -6,7 +6,7 @@ here relate several primitives and would make a family's module import another's
 from __future__ import annotations
 
 from functx.primitives import elementwise as _ew
-from functx.primitives.shape import concatenate_p, pad_p
+from functx.primitives.shape import concatenate_p, pad_p, transpose_p
 from functx.registry.rewrite import Operand, Rewrite, known_scalar
 
 __all__: list = []
@@ -55,3 +55,21 @@ def _pieces(op: Operand, axis: int) -> tuple:
 
 
 _ew.add_p.def_simplify(_pieces_side_by_side)  # (tried before add's own identities)
+
+
+# transpose(concatenate(pieces, d), perm) is concatenate(transpose(piece, perm) for each
+# piece) along perm.index(d): the result is laid out in the transposed order as it is
+# written, so a reshape of it is free (the cotangent of q, k, v = qkv[0], qkv[1], qkv[2]
+# in attention is such a concatenate, transposed back into qkv's layout). A rule of
+# transpose's, written here beside concatenate.
+def _transpose_of_concatenate(args: list, out: object, *, permutation: tuple) -> object:
+    prod = args[0].producer
+    perm = tuple(int(p) for p in permutation)
+    if prod is None or prod.prim is not concatenate_p or perm == tuple(range(len(perm))):
+        return None
+    pieces = tuple(Operand.of(Rewrite(transpose_p, (a,), {"permutation": perm}))
+                   for a in prod.args)
+    return Rewrite(concatenate_p, pieces, {"dimension": perm.index(prod.params["dimension"])})
+
+
+transpose_p.def_simplify(_transpose_of_concatenate)

@@ -31,7 +31,7 @@ from functx.primitives import reduction as _red
 from functx.primitives._util import fmt, ndim_of, normalize_axes, same_dtypes, shape_of
 from functx.primitives.cuda import shape as _cuda
 from functx.registry import Primitive
-from functx.registry.rewrite import Operand, Rewrite
+from functx.registry.rewrite import Rewrite
 from functx.tracing import Tracer, bind
 
 _pyslice = slice  # this module defines a `slice` primitive wrapper
@@ -323,10 +323,7 @@ transpose_p.def_step_sum(linear=True)
 
 @transpose_p.def_simplify
 def _transpose_simplify(args, out, *, permutation):
-    """The identity permutation -> ``x``; a transpose of a transpose -> one (or none); a
-    transpose of a concatenate -> the concatenate of the transposed pieces, so the result
-    is laid out in the transposed order once (a reshape of it is then free: the gradient
-    of ``q, k, v = qkv[0], qkv[1], qkv[2]`` in attention is such a concatenate)."""
+    """The identity permutation -> ``x``; a transpose of a transpose -> one (or none)."""
     x = args[0]
     if tuple(permutation) == tuple(range(len(permutation))):
         return x
@@ -337,12 +334,6 @@ def _transpose_simplify(args, out, *, permutation):
         if perm == tuple(range(len(perm))):
             return prod.args[0]
         return Rewrite(transpose_p, (prod.args[0],), {"permutation": perm})
-    if prod is not None and prod.prim is concatenate_p:
-        perm = tuple(int(p) for p in permutation)
-        pieces = tuple(Operand.of(Rewrite(transpose_p, (a,), {"permutation": perm}))
-                       for a in prod.args)
-        return Rewrite(concatenate_p, pieces,
-                       {"dimension": perm.index(prod.params["dimension"])})
     return None
 
 

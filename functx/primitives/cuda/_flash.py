@@ -665,23 +665,12 @@ def _function_cast(xp: Any, dtype: Any) -> Any:
                         np.dtype(np.float32))
 
 
-def is_cupy(xp: Any) -> bool:
-    """Whether ``xp`` is CuPy (the flash kernels run on CuPy arrays only)."""
-    return getattr(xp, "__name__", "") == "cupy"
-
-
 def supported(xp: Any, q: Any, k: Any, v: Any, b: Any, softcap: float | None) -> bool:
     """Whether the flash kernels handle this attention call: CuPy arrays of float16 or
     bfloat16, no soft-cap, a 0-d bias, head dims ``E == Ev`` in :data:`HEAD_DIMS` and at
     least one query and one key."""
-    if not is_cupy(xp) or softcap is not None or np.ndim(b) != 0:
-        return False
-    dt = np.dtype(q.dtype)
-    if dt != np.float16 and dt != BFLOAT16:
-        return False
-    e = q.shape[-1]
-    return (e in HEAD_DIMS and k.shape[-1] == e and v.shape[-1] == e
-            and q.shape[-2] >= 1 and k.shape[-2] >= 1 and math.prod(q.shape[:-2]) >= 1)
+    return layout.supported(xp, q, k, v, b, softcap, (np.dtype(np.float16), BFLOAT16),
+                            HEAD_DIMS)
 
 
 def _bias(xp: Any, b: Any, dt: np.dtype) -> Any:

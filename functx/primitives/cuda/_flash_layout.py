@@ -8,6 +8,7 @@ CuPy.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -221,3 +222,16 @@ def check_sizes(what: str, n: int, L: int, S: int, tile: int) -> None:
         raise ValueError(f"the {what} kernels support fewer than 2**31 batch entries and "
                          f"fewer than {65536 * tile} queries and keys (got {n}, {L} and "
                          f"{S}).")
+
+
+def supported(xp: Any, q: Any, k: Any, v: Any, b: Any, softcap: float | None,
+              dtypes: tuple, head_dims: tuple) -> bool:
+    """Whether a flash family (its ``dtypes`` and ``head_dims``) handles this attention
+    call: CuPy arrays, no soft-cap, a 0-d bias, head dims ``E == Ev`` and at least one
+    query and one key."""
+    if getattr(xp, "__name__", "") != "cupy" or softcap is not None or np.ndim(b) != 0:
+        return False
+    e = q.shape[-1]
+    return (np.dtype(q.dtype) in dtypes and e in head_dims and k.shape[-1] == e
+            and v.shape[-1] == e and q.shape[-2] >= 1 and k.shape[-2] >= 1
+            and math.prod(q.shape[:-2]) >= 1)
