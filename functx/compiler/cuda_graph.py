@@ -18,9 +18,11 @@ call's).
 
 A step whose inputs and outputs are large next to its number of steps
 (:data:`BYTES_PER_LAUNCH`) is timed: its second call runs eagerly, and it is captured at its
-third only if that call's host time was more than twice what copying its inputs and outputs
-costs (:data:`COPY_BYTES_PER_S`, :data:`COPY_S`). One step may hide many launches
-(attention: a dozen GEMMs and row kernels), so the count of steps alone cannot decide.
+third only if that call's host time was more than twice what a replay's copies cost
+(:data:`COPY_BYTES_PER_S`, :data:`COPY_S`): of its outputs for a direct graph; of its inputs
+and outputs for a copying one, so when the inputs move, a step whose host time does not pay
+for copying them too runs eagerly from then on. One step may hide many launches (attention:
+a dozen GEMMs and row kernels), so the count of steps alone cannot decide.
 
 Memory: everything the step allocates while it is captured comes from a memory pool of the
 graph's own (reused inside the step as it would be eagerly, never handed to other code), so
@@ -76,6 +78,11 @@ def cuda_graphs_enabled() -> bool:
     return _STATE["on"]
 
 
+def _copy_cost(arrays: list) -> float:
+    """What copying ``arrays`` at each replay costs, conservatively, in seconds."""
+    return sum(a.nbytes for a in arrays) / COPY_BYTES_PER_S + len(arrays) * COPY_S
+
+
 class _Captured:
     """One captured graph: ``ins`` are its own input buffers (None for a direct graph, or
     per input that is not a CuPy array), ``outs`` the buffers it writes its outputs into,
@@ -107,7 +114,7 @@ class CudaGraph:
     """
 
     __slots__ = ("step", "launches", "calls", "failed", "captured", "pool", "stream",
-                 "device", "copy_s", "direct", "__weakref__")
+                 "device", "copy_s", "out_copy_s", "host_s", "direct", "__weakref__")
 
     def __init__(self, step: Callable[[list], list], launches: int,
                  donated: bool = False) -> None:
@@ -116,7 +123,10 @@ class CudaGraph:
         self.failed = False
         self.captured: _Captured | None = None
         self.pool = self.stream = self.device = None
-        self.copy_s: float | None = None  # what a replay's copies would cost (timed steps)
+        # what a replay's copies would cost (timed steps): of the inputs and outputs (a
+        # copying graph), of the outputs (a direct one); the timed call's host time
+        self.copy_s: float | None = None
+        self.out_copy_s = self.host_s = 0.0
         self.direct = not donated  # the next capture may read the caller's arrays in place
 
     def __call__(self, inputs: list) -> list:
@@ -126,15 +136,18 @@ class CudaGraph:
         if self.captured is None:
             if self.calls == 1:
                 outs = self.step(inputs)
-                arrays = [a for a in [*inputs, *outs] if isinstance(a, cupy.ndarray)]
-                moved = sum(a.nbytes for a in arrays)
+                ins = [a for a in inputs if isinstance(a, cupy.ndarray)]
+                outs_ = [a for a in outs if isinstance(a, cupy.ndarray)]
+                moved = sum(a.nbytes for a in ins + outs_)
                 if moved > self.launches * BYTES_PER_LAUNCH:  # time the next call
-                    self.copy_s = moved / COPY_BYTES_PER_S + len(arrays) * COPY_S
+                    self.copy_s = _copy_cost(ins + outs_)
+                    self.out_copy_s = _copy_cost(outs_)
                 return outs
             if self.calls == 2 and self.copy_s is not None:
                 start = time.perf_counter()
                 outs = self.step(inputs)  # (kernels are queued: this is host time)
-                if time.perf_counter() - start < 2 * self.copy_s:
+                self.host_s = time.perf_counter() - start
+                if self.host_s < 2 * (self.out_copy_s if self.direct else self.copy_s):
                     self.failed = True  # the copies would cost more than the launches saved
                     STATS["declined"] += 1
                 return outs
@@ -151,6 +164,10 @@ class CudaGraph:
             # back to the pool for the new capture once its last replay is done)
             cupy.cuda.get_current_stream().synchronize()
             self.captured, self.direct = None, False
+            if self.copy_s is not None and self.host_s < 2 * self.copy_s:
+                self.failed = True  # copying the inputs too would not pay: run eagerly
+                STATS["declined"] += 1
+                return self.step(inputs)
             if not self._capture(cupy, inputs):
                 return self._fail(inputs)
             STATS["recaptured"] += 1
