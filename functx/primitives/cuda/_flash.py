@@ -604,22 +604,19 @@ extern "C" __global__ void functx_flash_cast_@T@(const float2* __restrict__ x,
 }
 """
 
-_WRAPPERS = r"""
-extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_fwd_e@E@_@T@(
+# The forward kernel twice: "fwd" (with the P V products) and "stats" (without).
+_FWD_WRAPPER = r"""
+extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_@KIND@_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias, fx_u16* out,
         float* lse, const fx_u16* dout, float* delta, @FWD@, int nb, int L, int S,
         float scale_log2, int causal, int want_out, int want_stats) {
-    fx_flash_fwd<@E@, true>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S,
+    fx_flash_fwd<@E@, @PV@>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S,
                             scale_log2, causal, want_out, want_stats);
 }
+"""
 
-extern "C" __global__ void __launch_bounds__(128, @MINF@) functx_flash_stats_e@E@_@T@(
-        const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias, fx_u16* out,
-        float* lse, const fx_u16* dout, float* delta, @FWD@, int nb, int L, int S,
-        float scale_log2, int causal, int want_out, int want_stats) {
-    fx_flash_fwd<@E@, false>(q, k, v, bias, out, lse, dout, delta, @FWD@_CALL, nb, L, S,
-                             scale_log2, causal, want_out, want_stats);
-}
+_WRAPPERS = (_FWD_WRAPPER.replace("@KIND@", "fwd").replace("@PV@", "true")
+             + _FWD_WRAPPER.replace("@KIND@", "stats").replace("@PV@", "false") + r"""
 
 extern "C" __global__ void __launch_bounds__(128, @MINB@) functx_flash_bwd_e@E@_@T@(
         const fx_u16* q, const fx_u16* k, const fx_u16* v, const fx_u16* bias,
@@ -629,7 +626,7 @@ extern "C" __global__ void __launch_bounds__(128, @MINB@) functx_flash_bwd_e@E@_
     fx_flash_bwd<@E@>(q, k, v, bias, dout, lse, delta, dq, dk, dv, @BWD@_CALL, nb, L, S,
                       scale_log2, scale, causal);
 }
-"""
+""")
 
 
 def _tag(dtype: Any) -> str:
