@@ -53,7 +53,6 @@ HEAD_DIMS = (32, 64, 128)
 
 _TILE = 64  # query rows and keys per tile (4 warps of 16 rows)
 _THREADS = 128
-_LOG2E = 1.4426950408889634
 
 _SOURCE = layout.CUDA + r"""
 #define FX_BF16 @BF16@
@@ -678,18 +677,13 @@ def _bias(xp: Any, b: Any, dt: np.dtype) -> Any:
 
 def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: int,
              scale: float, causal: bool, want_out: bool, want_stats: int) -> None:
-    """The forward kernel on ``ops``: name -> (array, strides) for q, k, v, out, dout
-    (:func:`functx.primitives.cuda._flash_layout.operands`); ``want_stats`` 0 (none), 1
-    (computing the output again) or 2 (reading it from ``out``)."""
-    names = ("q", "k", "v", "out", "dout")
-    q, k, v, out, dout = (ops[a][0] for a in names)
-    L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
-    strides = sum((layout.args(ops[a][1]) for a in names), ())
+    """The forward kernel ("stats" where it reads the output: ``want_stats`` 2) on ``ops``
+    (see :func:`functx.primitives.cuda._flash_layout.launch_forward`)."""
+    q = ops["q"][0]
+    e = q.shape[-1]
     fn = _function(xp, "stats" if want_stats == 2 else "fwd", e, q.dtype)
-    layout.launch(fn, (n, -(-L // _TILE)), _THREADS, _fwd_shared_bytes(e),
-                  (q, k, v, bias, out, lse, dout, delta) + strides
-                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
-                     np.int32(causal), np.int32(want_out), np.int32(want_stats)))
+    layout.launch_forward(fn, _fwd_shared_bytes(e), _THREADS, _TILE, ops, nb, bias, lse, delta,
+                          n, scale, causal, want_out, want_stats)
 
 
 def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
@@ -761,12 +755,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     dt = np.dtype(q.dtype)
     n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     layout.check_sizes("flash attention", n, L, S, _TILE)
-    named = {"q": q, "k": k, "v": v, "dout": g}
-    if out is not None:
-        named["out"] = out
-    ops, nb = layout.operands(xp, named)
-    if out is None:
-        ops["out"] = ops["q"]  # (unused)
+    ops, nb = layout.grad_operands(xp, q, k, v, g, out)
     bias = _bias(xp, b, dt)
     f32 = np.dtype(np.float32)
     lse, delta = xp.empty((n, L), f32), xp.empty((n, L), f32)
@@ -781,7 +770,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     layout.launch(_function(xp, "bwd", e, dt), (n, -(-S // _TILE)), _THREADS,
                   _bwd_shared_bytes(e),
                   (q1, k1, v1, bias, g1, lse, delta, dq32, dk, dv) + strides
-                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * layout.LOG2E),
                      np.float32(scale), np.int32(causal)))
     dq, dq_strides = layout.output_like(xp, q, dt, nb)
     pairs = n * L * e // 2

@@ -60,7 +60,6 @@ HEAD_DIMS = (32, 64, 128)
 _TILE = 64  # query rows and keys per tile
 _THREADS = 256
 _PS = 80  # row stride (floats) of the 64 x 64 probability tiles in shared memory
-_LOG2E = 1.4426950408889634
 _F32 = np.dtype(np.float32)
 
 _SOURCE = layout.CUDA + r"""
@@ -565,18 +564,11 @@ def bwd_shared_bytes(e: int) -> int:
 
 def _forward(xp: Any, ops: dict, nb: int, bias: Any, lse: Any, delta: Any, n: int,
              scale: float, causal: bool, want_out: bool, want_stats: int) -> None:
-    """The forward kernel on ``ops``: name -> (array, strides) for q, k, v, out, dout
-    (:func:`functx.primitives.cuda._flash_layout.operands`); ``want_stats`` 0 (none), 1
-    (computing the output again) or 2 (reading it from ``out``)."""
-    names = ("q", "k", "v", "out", "dout")
-    q, k, v, out, dout = (ops[a][0] for a in names)
-    L, S, e = q.shape[-2], k.shape[-2], q.shape[-1]
-    strides = sum((layout.args(ops[a][1]) for a in names), ())
-    layout.launch(_function(xp, "fwd", e), (n, -(-L // _TILE)), _THREADS,
-                  fwd_shared_bytes(e),
-                  (q, k, v, bias, out, lse, dout, delta) + strides
-                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
-                     np.int32(causal), np.int32(want_out), np.int32(want_stats)))
+    """The forward kernel on ``ops`` (see
+    :func:`functx.primitives.cuda._flash_layout.launch_forward`)."""
+    e = ops["q"][0].shape[-1]
+    layout.launch_forward(_function(xp, "fwd", e), fwd_shared_bytes(e), _THREADS, _TILE, ops,
+                          nb, bias, lse, delta, n, scale, causal, want_out, want_stats)
 
 
 def flash_attention(xp: Any, q: Any, k: Any, v: Any, b: Any, *, scale: float,
@@ -639,12 +631,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     """
     n, L, S, e = math.prod(q.shape[:-2]), q.shape[-2], k.shape[-2], q.shape[-1]
     layout.check_sizes("float32 flash attention", n, L, S, _TILE)
-    named = {"q": q, "k": k, "v": v, "dout": g}
-    if out is not None:
-        named["out"] = out
-    ops, nb = layout.operands(xp, named)
-    if out is None:
-        ops["out"] = ops["q"]  # (unused)
+    ops, nb = layout.grad_operands(xp, q, k, v, g, out)
     bias = _bias(xp, b)
     lse, delta = xp.empty((n, L), _F32), xp.empty((n, L), _F32)
     _forward(xp, ops, nb, bias, lse, delta, n, scale, causal, False,
@@ -658,7 +645,7 @@ def flash_attention_grad(xp: Any, q: Any, k: Any, v: Any, b: Any, g: Any, *, sca
     layout.launch(_function(xp, "bwd", e), (n, -(-S // _TILE)), _THREADS,
                   bwd_shared_bytes(e),
                   (q1, k1, v1, bias, g1, lse, delta, dq, dk, dv) + strides
-                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * _LOG2E),
+                  + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * layout.LOG2E),
                      np.float32(scale), np.int32(causal)))
     outs = (dq, dk, dv)
     if bias_grad:

@@ -13,6 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+LOG2E = 1.4426950408889634  # the kernels' exp2f takes logits scaled by log2(e)
+
 Layout = tuple  # (nb, s1, s2, rs): Python ints, strides in elements
 
 # The kernels' side, prepended to both families' sources (none of raw_function's
@@ -235,3 +237,32 @@ def supported(xp: Any, q: Any, k: Any, v: Any, b: Any, softcap: float | None,
     return (np.dtype(q.dtype) in dtypes and e in head_dims and k.shape[-1] == e
             and v.shape[-1] == e and q.shape[-2] >= 1 and k.shape[-2] >= 1
             and math.prod(q.shape[:-2]) >= 1)
+
+
+def grad_operands(xp: Any, q: Any, k: Any, v: Any, g: Any, out: Any) -> tuple:
+    """The backward's operands as :func:`operands` makes them: q, k, v, ``dout`` (``g``)
+    and the forward output ``out`` (where None, q stands in: the kernel does not read it)."""
+    named = {"q": q, "k": k, "v": v, "dout": g}
+    if out is not None:
+        named["out"] = out
+    ops, nb = operands(xp, named)
+    if out is None:
+        ops["out"] = ops["q"]
+    return ops, nb
+
+
+def launch_forward(fn: Any, smem: int, threads: int, tile: int, ops: dict, nb: int, bias: Any,
+                   lse: Any, delta: Any, n: int, scale: float, causal: bool, want_out: bool,
+                   want_stats: int) -> None:
+    """A family's forward kernel ``fn`` (one block of ``threads`` per batch entry and tile of
+    ``tile`` queries, ``smem`` bytes of shared memory) on ``ops``: name -> (array, strides)
+    for q, k, v, out, dout; ``want_stats`` 0 (none), 1 (lse and delta, computing the
+    output again) or 2 (reading it from ``out``)."""
+    names = ("q", "k", "v", "out", "dout")
+    q, k, v, out, dout = (ops[a][0] for a in names)
+    L, S = q.shape[-2], k.shape[-2]
+    strides = sum((args(ops[a][1]) for a in names), ())
+    launch(fn, (n, -(-L // tile)), threads, smem,
+           (q, k, v, bias, out, lse, dout, delta) + strides
+           + (np.int32(nb), np.int32(L), np.int32(S), np.float32(scale * LOG2E),
+              np.int32(causal), np.int32(want_out), np.int32(want_stats)))
