@@ -55,12 +55,15 @@ def c_literal(v: Any, dtype: np.dtype) -> str:
 class CEmitter:
     """Renders per-element expressions as C statements into ``lines``: one typed temporary
     per node, each shared node once across every expression rendered by this emitter
-    (names ``{prefix}1``, ``{prefix}2``...). ``var`` leaves are written as their names."""
+    (names ``{prefix}1``, ``{prefix}2``...), and equal nodes once too: a node whose C text
+    was written before (``tanhf(t6)`` of a GELU's forward and of its derivative) reuses
+    that temporary. ``var`` leaves are written as their names."""
 
     def __init__(self, prefix: str = "t") -> None:
         self.lines: list[str] = []
         self.prefix = prefix
         self._memo: dict = {}
+        self._texts: dict = {}  # (dtype, C text) -> the temporary holding it
 
     def __call__(self, e: Expr) -> str:
         """The name or literal holding ``e``'s value (its statements appended to ``lines``)."""
@@ -98,8 +101,10 @@ class CEmitter:
             text = f"({a[0]} != 0)" if e.dtype == np.bool_ else f"({C_TYPES[e.dtype]})({a[0]})"
         else:
             raise ValueError(f"the C renderer cannot render {e.op!r}")
-        name = f"{self.prefix}{len(self._memo) + 1}"
-        self.lines.append(f"{C_TYPES[e.dtype]} {name} = {text};")
+        name = self._texts.get((e.dtype, text))
+        if name is None:
+            name = self._texts[(e.dtype, text)] = f"{self.prefix}{len(self._texts) + 1}"
+            self.lines.append(f"{C_TYPES[e.dtype]} {name} = {text};")
         self._memo[id(e)] = (e, name)  # keep e alive: ids of dead nodes recur
         return name
 

@@ -53,9 +53,11 @@ COMPUTE = {F16: np.dtype(np.float32), BF16: np.dtype(np.float32)}
 # threads per block of the elementwise and row kernels
 BLOCK = 256
 # a reduction whose kept elements give fewer blocks than this splits its reduced range
-FILL_BLOCKS = 528  # 4 blocks on each of an H100's 132 SMs
-# the fewest reduced elements a chunk of a split reduction reads
-MIN_CHUNK = 2048
+FILL_BLOCKS = 1056  # 8 blocks of 256 threads on each of an H100's 132 SMs: every thread slot
+# the fewest steps each thread of a split reduction's chunk takes along the reduced range
+MIN_STEPS = 16
+# the reduction loop is unrolled by this much (loads of several steps in flight at once)
+UNROLL = 4
 # grid-stride loops launch at most this many blocks
 MAX_BLOCKS = 65536
 
@@ -197,8 +199,9 @@ def _reduction(prog: Program, name: str) -> tuple[str, dict]:
     ridx = [f"r{j}" for j in range(len(nest.sizes) - kn)]
     blocks_k = K if row else math.ceil(K / 32)
     chunks = 1
-    if blocks_k < FILL_BLOCKS and R > MIN_CHUNK:
-        chunks = max(1, min(math.ceil(R / MIN_CHUNK), math.ceil(FILL_BLOCKS / blocks_k), 65535))
+    min_chunk = MIN_STEPS * (BLOCK if row else 8)  # reduced elements a chunk reads at least
+    if blocks_k < FILL_BLOCKS and R > min_chunk:
+        chunks = max(1, min(math.ceil(R / min_chunk), math.ceil(FILL_BLOCKS / blocks_k), 65535))
     ch = math.ceil(R / chunks)
     chunks = math.ceil(R / ch)
     threads = BLOCK if row else 8  # along the reduced range
@@ -232,38 +235,20 @@ def _reduction(prog: Program, name: str) -> tuple[str, dict]:
     guard = "" if row else f"if (k < {K}) "
     lines.append(f"  {guard}{{")
     lines += ["    " + ln for ln in _coords(nest.sizes[:kn], "k", kidx, it)]
+    lines.append(f"    #pragma unroll {UNROLL}")
     lines.append(f"    for ({it} r = rlo + {tid}; r < rhi; r += {step}) {{")
     lines += ["      " + ln for ln in inner] + ["    }", "  }"]
     # the tree over the block
-    fold = CEmitter("f")
+    for j in range(len(reds)):
+        lines.append(f"  sh{j}[{'threadIdx.x' if row else 'threadIdx.y][threadIdx.x'}] = acc{j};")
+    lines.append("  __syncthreads();")
     if row:
-        for j in range(len(reds)):
-            lines.append(f"  sh{j}[threadIdx.x] = acc{j};")
-        lines.append("  __syncthreads();")
-        lines.append(f"  for (int s = {threads // 2}; s > 0; s >>= 1) {{")
-        lines.append("    if (threadIdx.x < s) {")
-        for j, r in enumerate(reds):
-            e = r.rule.combine(var(f"sh{j}[threadIdx.x]", r.acc),
-                               var(f"sh{j}[threadIdx.x + s]", r.acc))
-            fold.lines = []
-            v = fold(e)
-            lines += ["      " + ln for ln in fold.lines] + [f"      sh{j}[threadIdx.x] = {v};"]
-        lines += ["    }", "    __syncthreads();", "  }", "  if (threadIdx.x == 0) {"]
+        lines += _tree(reds, lambda j, i: f"sh{j}[{i}]", "threadIdx.x", threads)
+        lines.append("  if (threadIdx.x == 0) {")
         res = [f"sh{j}[0]" for j in range(len(reds))]
     else:
-        for j in range(len(reds)):
-            lines.append(f"  sh{j}[threadIdx.y][threadIdx.x] = acc{j};")
-        lines.append("  __syncthreads();")
-        lines.append("  for (int s = 4; s > 0; s >>= 1) {")
-        lines.append("    if (threadIdx.y < s) {")
-        for j, r in enumerate(reds):
-            e = r.rule.combine(var(f"sh{j}[threadIdx.y][threadIdx.x]", r.acc),
-                               var(f"sh{j}[threadIdx.y + s][threadIdx.x]", r.acc))
-            fold.lines = []
-            v = fold(e)
-            lines += ["      " + ln for ln in fold.lines]
-            lines.append(f"      sh{j}[threadIdx.y][threadIdx.x] = {v};")
-        lines += ["    }", "    __syncthreads();", "  }", f"  if (threadIdx.y == 0 && k < {K}) {{"]
+        lines += _tree(reds, lambda j, i: f"sh{j}[{i}][threadIdx.x]", "threadIdx.y", 8)
+        lines.append(f"  if (threadIdx.y == 0 && k < {K}) {{")
         res = [f"sh{j}[0][threadIdx.x]" for j in range(len(reds))]
     for j, r in enumerate(reds):
         if chunks > 1:
@@ -278,30 +263,53 @@ def _reduction(prog: Program, name: str) -> tuple[str, dict]:
               "parts": [(chunks * K, r.acc) for r in reds]}
     source = "\n".join(lines) + "\n"
     if chunks > 1:
-        source += "\n" + _finish(src, reds, name + "_finish", chunks, K, it)
-        launch["finish"] = (math.ceil(K / BLOCK), BLOCK)
+        text, launch["finish"] = _finish(src, reds, name + "_finish", chunks, K)
+        source += "\n" + text
     return source, launch
 
 
-def _finish(src: _Source, reds: list, name: str, chunks: int, K: int, it: str) -> str:
-    """The kernel that folds the chunks' partial accumulators into the results."""
+def _tree(reds: list, cell: Callable, lane: str, n: int) -> list:
+    """C statements folding each reduction's ``n`` shared values ``cell(j, 0..n-1)`` (``n``
+    a power of two) into ``cell(j, 0)``: a tree over the threads numbered by ``lane``."""
+    fold = CEmitter("f")
+    lines = [f"  for (int s = {n // 2}; s > 0; s >>= 1) {{", f"    if ({lane} < s) {{"]
+    for j, r in enumerate(reds):
+        fold.lines = []
+        v = fold(r.rule.combine(var(cell(j, lane), r.acc), var(cell(j, f"{lane} + s"), r.acc)))
+        lines += ["      " + ln for ln in fold.lines] + [f"      {cell(j, lane)} = {v};"]
+    return lines + ["    }", "    __syncthreads();", "  }"]
+
+
+def _finish(src: _Source, reds: list, name: str, chunks: int, K: int) -> tuple[str, tuple]:
+    """The kernel that folds the chunks' partial accumulators into the results, and its
+    grid and block: ``TX`` threads (a power of two, up to 256) stride over the chunks of
+    each of ``256 / TX`` kept elements a block, then fold in a tree."""
+    tx = min(BLOCK, 1 << max(0, math.ceil(math.log2(chunks))))
+    kpb = BLOCK // tx
     params = [f"const {C_TYPES[r.acc]}* __restrict__ part{j}" for j, r in enumerate(reds)]
     outs = {src.outs.index(r.var) for r in reds}
     params += [f"{_storage(v.aval.dtype)}* __restrict__ out{i}"
                for i, v in enumerate(src.outs) if i in outs]
     lines = [f'extern "C" __global__ void {name}(', "    " + ",\n    ".join(params) + ") {",
-             f"  const {it} k = ({it})blockIdx.x * blockDim.x + threadIdx.x;",
-             f"  if (k >= {K}) return;"]
+             f"  const int k = blockIdx.x * {kpb} + threadIdx.y;"]
     em = CEmitter("g")
     for j, r in enumerate(reds):
-        lines.append(f"  {C_TYPES[r.acc]} acc{j} = {c_literal(r.identity(), r.acc)};")
-        lines.append(f"  for (int c = 0; c < {chunks}; ++c) {{")
+        ct = C_TYPES[r.acc]
+        lines += [f"  __shared__ {ct} sh{j}[{kpb}][{tx}];",
+                  f"  {ct} acc{j} = {c_literal(r.identity(), r.acc)};",
+                  f"  if (k < {K}) for (int c = threadIdx.x; c < {chunks}; c += {tx}) {{"]
         em.lines = []
         v = em(r.rule.combine(var(f"acc{j}", r.acc), var(f"part{j}[c * {K} + k]", r.acc)))
-        lines += ["    " + ln for ln in em.lines] + [f"    acc{j} = {v};", "  }"]
+        lines += ["    " + ln for ln in em.lines] + [f"    acc{j} = {v};", "  }",
+                                                      f"  sh{j}[threadIdx.y][threadIdx.x] = acc{j};"]
+    lines.append("  __syncthreads();")
+    lines += _tree(reds, lambda j, i: f"sh{j}[threadIdx.y][{i}]", "threadIdx.x", tx)
+    lines.append(f"  if (threadIdx.x == 0 && k < {K}) {{")
+    for j, r in enumerate(reds):
         o = src.outs.index(r.var)
-        lines.append(f"  out{o}[k] = {_stored(r.var.aval.dtype, r.acc, f'acc{j}')};")
-    return "\n".join(lines + ["}"]) + "\n"
+        lines.append(f"    out{o}[k] = {_stored(r.var.aval.dtype, r.acc, f'sh{j}[threadIdx.y][0]')};")
+    lines += ["  }", "}"]
+    return "\n".join(lines) + "\n", ((math.ceil(K / kpb),), (tx, kpb))
 
 
 def generate_cuda(prog: Program, name: str) -> tuple[str, dict]:
@@ -366,6 +374,6 @@ class CudaKernel:
             if launch.get("chunks", 1) > 1 else []
         fn(launch["grid"], launch["block"], (*ins, *outs, *parts))
         if fin is not None:
-            blocks, threads = launch["finish"]
-            fin((blocks,), (threads,), (*parts, *[outs[i] for i in self._reduced]))
+            grid, block = launch["finish"]
+            fin(grid, block, (*parts, *[outs[i] for i in self._reduced]))
         return outs
