@@ -95,7 +95,10 @@ def fake(monkeypatch):
 
 
 def make_step(clock, host_s=0.0):
-    """``[2 * x + y]`` as one recorded "kernel" (the host time it costs: ``host_s``)."""
+    """``[2 * x + y]`` as one recorded "kernel" (the host time it costs: ``host_s``, or
+    ``host_s[k]`` at the k-th call)."""
+    times = iter(host_s) if isinstance(host_s, (list, tuple)) else None
+
     def step(ins):
         x, y = ins
         out = FakeArray(x.shape)
@@ -105,7 +108,7 @@ def make_step(clock, host_s=0.0):
         if FAKE.recording is not None:
             FAKE.recording.append(kernel)
         kernel()
-        clock[0] += host_s
+        clock[0] += host_s if times is None else next(times)
         return [out]
     return step
 
@@ -146,7 +149,7 @@ def test_a_timed_step_that_pays_for_its_output_copies_only_runs_eagerly_once_inp
     # host time 3 s: more than twice one output copy (2 s), less than twice three (6 s)
     g = cuda_graph.CudaGraph(make_step(fake, host_s=3.0), launches=1)
     a = arrays(1.0)
-    for _ in range(4):  # eager, timed, capture (direct), replay
+    for _ in range(5):  # eager, timed twice, capture (direct), replay
         assert g(a)[0].a.tolist() == [3.0] * 4
     assert g.captured is not None and g.captured.ins is None and not g.failed
     b = arrays(2.0)
@@ -156,12 +159,29 @@ def test_a_timed_step_that_pays_for_its_output_copies_only_runs_eagerly_once_inp
     assert cuda_graph.STATS["recaptured"] == before["recaptured"]
 
 
+def test_the_faster_of_the_two_timed_calls_decides(fake, monkeypatch) -> None:
+    monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
+    monkeypatch.setattr(cuda_graph, "COPY_S", 1.0)
+    # the first timed call is slow (the pool grew, say: 9 s), the second is not (1 s, less
+    # than twice the output's copy): declined
+    g = cuda_graph.CudaGraph(make_step(fake, host_s=[0.0, 9.0, 1.0] + [0.0] * 3), launches=1)
+    a = arrays(1.0)
+    for _ in range(5):
+        assert call(g, a)[0].a.tolist() == [3.0] * 4
+    assert g.failed and g.captured is None and FAKE.copies == 0
+    # both slow (9 s, 5 s): captured at the fourth call
+    g = cuda_graph.CudaGraph(make_step(fake, host_s=[0.0, 9.0, 5.0] + [0.0] * 3), launches=1)
+    for _ in range(5):
+        assert call(g, a)[0].a.tolist() == [3.0] * 4
+    assert not g.failed and g.captured is not None and g.calls == 5
+
+
 def test_a_timed_copying_step_counts_its_input_copies(fake, monkeypatch) -> None:
     monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
     monkeypatch.setattr(cuda_graph, "COPY_S", 1.0)
     g = cuda_graph.CudaGraph(make_step(fake, host_s=3.0), launches=1, donated=True)
     a = arrays(1.0)
-    for _ in range(4):
+    for _ in range(5):
         assert call(g, a)[0].a.tolist() == [3.0] * 4
     assert g.failed and g.captured is None  # 3 s does not pay for 3 copies
 
