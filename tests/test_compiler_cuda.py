@@ -7,6 +7,7 @@ cluster) run on the CPU in every CI run; the rest skips without a GPU.
 """
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -377,26 +378,32 @@ def test_a_step_that_reads_the_host_runs_eagerly() -> None:
 
 
 @needs_gpu
-def test_a_step_moving_much_memory_per_kernel_is_not_captured(monkeypatch) -> None:
-    # copies priced far above any host time: declined after the timed second and third
-    monkeypatch.setattr(cuda_graph, "COPY_BYTES_PER_S", 1e3)
+def test_a_timed_step_whose_replays_are_not_faster_drops_its_graph(monkeypatch) -> None:
+    # a replay must beat an eager call by a factor no time can (KEEP_BELOW 0): after two
+    # timed eager calls, the capture and two timed replays, the graph is dropped
+    monkeypatch.setattr(cuda_graph, "KEEP_BELOW", 0.0)
     x = to_dev(np.ones((2048, 2048), np.float32))
-    f = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0)  # one kernel, 32 MB in and out
+    f = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0)  # one kernel, 32 MB in and out: timed
     before = dict(cuda_graph.STATS)
-    for _ in range(4):
+    gc.collect()
+    held = fx.memory_stats("cuda")["cuda_graph_bytes"]  # by other tests' graphs
+    for i in range(8):
         assert_matches(f(x), (np.sin(np.ones((2048, 2048))) * 2 + 1).astype(np.float32),
                        "declined step", 1e-6, 1e-6)
+        if i == 3:  # captured: the graph holds its buffers
+            assert fx.memory_stats("cuda")["cuda_graph_bytes"] > held
     assert cuda_graph.STATS["declined"] == before["declined"] + 1
-    assert cuda_graph.STATS["captured"] == before["captured"]
+    assert cuda_graph.STATS["captured"] == before["captured"] + 1
+    gc.collect()
+    assert fx.memory_stats("cuda")["cuda_graph_bytes"] == held  # given back
 
 
 @needs_gpu
 def test_a_big_step_whose_host_time_pays_for_its_copies_is_captured(monkeypatch) -> None:
-    # every step timed (BYTES_PER_LAUNCH 0), copies priced at nothing: captured at the
-    # fourth call, after the timed second and third
+    # every step timed (BYTES_PER_LAUNCH 0), any replay kept (KEEP_BELOW inf): captured at
+    # the fourth call, after the timed second and third, and kept
     monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
-    monkeypatch.setattr(cuda_graph, "COPY_BYTES_PER_S", float("inf"))
-    monkeypatch.setattr(cuda_graph, "COPY_S", 0.0)
+    monkeypatch.setattr(cuda_graph, "KEEP_BELOW", float("inf"))
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((2, 4, 512, 64)).astype(np.float32) for _ in range(3))
 
@@ -406,7 +413,7 @@ def test_a_big_step_whose_host_time_pays_for_its_copies_is_captured(monkeypatch)
     want = fx.grad(loss, argnums=(0, 1, 2))(q, k, v)
     g = fx.jit(fx.grad(loss, argnums=(0, 1, 2)))
     before = dict(cuda_graph.STATS)
-    for i in range(5):
+    for i in range(7):
         got = g(*to_dev((q, k, v)))
         assert cuda_graph.STATS["captured"] == before["captured"] + (i >= 3)
         for a, b in zip(got, want):

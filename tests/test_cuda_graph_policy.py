@@ -2,11 +2,13 @@
 
 A fake ``cupy`` module stands in for CuPy: its arrays live at fake addresses, its "graphs"
 replay closures recorded during capture that hold the very array objects they read and write
-(as a real graph's kernels hold addresses), and its copies are counted. So the decisions are
-checked without a GPU: a direct graph reads the caller's arrays in place; inputs that move
-make a copying graph; a timed step whose host time pays for its output copies but not for
-copying its inputs too runs eagerly once they move; donated steps copy from the start. (The
-same paths run for real in tests/test_compiler_cuda.py on a GPU host.)
+(as a real graph's kernels hold addresses), and its copies are counted and cost time on a
+fake clock. So the decisions are checked without a GPU: a direct graph reads the caller's
+arrays in place; inputs that move make a copying graph; a timed step keeps its graph only
+while a replay (its copies included) is faster than an eager call, so one whose graph pays
+for copying its outputs but not its inputs too runs eagerly once they move; donated steps
+copy from the start. (The same paths run for real in tests/test_compiler_cuda.py on a GPU
+host.)
 """
 from __future__ import annotations
 
@@ -68,10 +70,13 @@ class FakeStream:
 
 def _memcpy(dst, src, nbytes, kind, stream):
     FAKE.copies += 1
+    FAKE.clock[0] += FAKE.copy_s
     FAKE.memory[dst].a[...] = FAKE.memory[src].a
 
 
-FAKE = types.SimpleNamespace(memory={}, copies=0, recording=None)
+# copy_s: what each copy costs on the fake clock; freed: pools whose memory was given back
+FAKE = types.SimpleNamespace(memory={}, copies=0, recording=None, clock=[0.0], copy_s=0.0,
+                             freed=0)
 _current = FakeStream()
 fake_cupy = types.ModuleType("cupy")
 fake_cupy.ndarray = FakeArray
@@ -80,7 +85,9 @@ fake_cupy.cuda = types.SimpleNamespace(
     Device=lambda: types.SimpleNamespace(id=0),
     get_current_stream=lambda: _current,
     Stream=lambda non_blocking=False: FakeStream(),
-    MemoryPool=lambda: types.SimpleNamespace(malloc=None, total_bytes=lambda: 0),
+    MemoryPool=lambda: types.SimpleNamespace(
+        malloc=None, total_bytes=lambda: 0,
+        free_all_blocks=lambda: setattr(FAKE, "freed", FAKE.freed + 1)),
     using_allocator=lambda fn: contextlib.nullcontext(),
     runtime=types.SimpleNamespace(memcpyAsync=_memcpy))
 
@@ -88,8 +95,8 @@ fake_cupy.cuda = types.SimpleNamespace(
 @pytest.fixture(autouse=True)
 def fake(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    FAKE.copies = 0
-    clock = [0.0]
+    FAKE.copies, FAKE.copy_s, FAKE.freed = 0, 0.0, 0
+    clock = FAKE.clock = [0.0]
     monkeypatch.setattr(cuda_graph.time, "perf_counter", lambda: clock[0])
     return clock
 
@@ -141,49 +148,64 @@ def test_unmoved_inputs_are_read_in_place_and_moved_ones_copied(fake) -> None:
     assert cuda_graph.STATS["recaptured"] == before["recaptured"] + 1
 
 
-def test_a_timed_step_that_pays_for_its_output_copies_only_runs_eagerly_once_inputs_move(
+def timed(monkeypatch, copy_s=1.0):
+    """Every step timed (BYTES_PER_LAUNCH 0), each copy costing ``copy_s`` seconds."""
+    monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
+    FAKE.copy_s = copy_s
+
+
+def test_a_timed_step_keeps_a_graph_that_pays_for_its_output_copies_until_inputs_move(
         fake, monkeypatch) -> None:
-    monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)  # every step timed
-    monkeypatch.setattr(cuda_graph, "COPY_S", 1.0)  # one second a copied array
+    timed(monkeypatch)
     before = dict(cuda_graph.STATS)
-    # host time 3 s: more than twice one output copy (2 s), less than twice three (6 s)
+    # an eager call takes 3 s; a direct replay copies one output (1 s): kept
     g = cuda_graph.CudaGraph(make_step(fake, host_s=3.0), launches=1)
     a = arrays(1.0)
-    for _ in range(5):  # eager, timed twice, capture (direct), replay
-        assert g(a)[0].a.tolist() == [3.0] * 4
+    for _ in range(7):  # eager, timed twice, capture, timed replays twice, replay
+        assert call(g, a)[0].a.tolist() == [3.0] * 4
     assert g.captured is not None and g.captured.ins is None and not g.failed
+    assert (g.eager_s, g.graph_s) == (3.0, 1.0)
+    # the inputs move: a copying replay copies two inputs and the output (3 s): dropped
     b = arrays(2.0)
-    for _ in range(2):
-        assert call(g, b)[0].a.tolist() == [5.0] * 4  # moved: declined, run eagerly
-    assert g.failed and cuda_graph.STATS["declined"] == before["declined"] + 1
-    assert cuda_graph.STATS["recaptured"] == before["recaptured"]
+    for _ in range(4):
+        assert call(g, b)[0].a.tolist() == [5.0] * 4
+    assert g.failed and g.captured is None and FAKE.freed == 1
+    assert cuda_graph.STATS["declined"] == before["declined"] + 1
+    assert cuda_graph.STATS["recaptured"] == before["recaptured"] + 1
+    assert call(g, a)[0].a.tolist() == [3.0] * 4  # eagerly, wherever the inputs are
 
 
-def test_the_faster_of_the_two_timed_calls_decides(fake, monkeypatch) -> None:
-    monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
-    monkeypatch.setattr(cuda_graph, "COPY_S", 1.0)
-    # the first timed call is slow (the pool grew, say: 9 s), the second is not (1 s, less
-    # than twice the output's copy): declined
-    g = cuda_graph.CudaGraph(make_step(fake, host_s=[0.0, 9.0, 1.0] + [0.0] * 3), launches=1)
+def test_the_fastest_timed_calls_decide(fake, monkeypatch) -> None:
+    timed(monkeypatch)
+    # the first timed eager call is slow (the pool grew, say: 9 s), the second takes 1 s: a
+    # replay (one copy, 1 s) is not faster, so the graph goes
+    g = cuda_graph.CudaGraph(make_step(fake, host_s=[0.0, 9.0, 1.0] + [0.0] * 9), launches=1)
     a = arrays(1.0)
-    for _ in range(5):
+    for _ in range(7):
         assert call(g, a)[0].a.tolist() == [3.0] * 4
-    assert g.failed and g.captured is None and FAKE.copies == 0
-    # both slow (9 s, 5 s): captured at the fourth call
-    g = cuda_graph.CudaGraph(make_step(fake, host_s=[0.0, 9.0, 5.0] + [0.0] * 3), launches=1)
-    for _ in range(5):
+    assert g.failed and g.captured is None and FAKE.freed == 1
+    # both eager calls slow (9 s, 5 s): the graph stays
+    g = cuda_graph.CudaGraph(make_step(fake, host_s=[0.0, 9.0, 5.0] + [0.0] * 9), launches=1)
+    for _ in range(7):
         assert call(g, a)[0].a.tolist() == [3.0] * 4
-    assert not g.failed and g.captured is not None and g.calls == 5
+    assert not g.failed and g.captured is not None and g.eager_s == 5.0
 
 
 def test_a_timed_copying_step_counts_its_input_copies(fake, monkeypatch) -> None:
-    monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
-    monkeypatch.setattr(cuda_graph, "COPY_S", 1.0)
+    timed(monkeypatch)
     g = cuda_graph.CudaGraph(make_step(fake, host_s=3.0), launches=1, donated=True)
     a = arrays(1.0)
-    for _ in range(5):
+    for _ in range(7):
         assert call(g, a)[0].a.tolist() == [3.0] * 4
-    assert g.failed and g.captured is None  # 3 s does not pay for 3 copies
+    assert g.failed and g.captured is None  # 3 copies (3 s) are no faster than 3 s
+
+
+def test_an_untimed_step_is_captured_at_its_second_call(fake) -> None:
+    g = cuda_graph.CudaGraph(make_step(fake, host_s=3.0), launches=1)  # 32 bytes: untimed
+    a = arrays(1.0)
+    for _ in range(2):
+        assert call(g, a)[0].a.tolist() == [3.0] * 4
+    assert not g.timed and g.captured is not None
 
 
 def test_donated_steps_read_copies_from_the_start(fake) -> None:

@@ -17,13 +17,14 @@ always copied out of the graph's buffers into fresh arrays (so results never ali
 call's).
 
 A step whose inputs and outputs are large next to its number of steps
-(:data:`BYTES_PER_LAUNCH`) is timed: its second and third calls run eagerly, and it is
-captured at its fourth only if the faster of those calls' host times (the second may still
-grow the memory pool) was more than twice what a replay's copies cost
-(:data:`COPY_BYTES_PER_S`, :data:`COPY_S`): of its outputs for a direct graph; of its inputs
-and outputs for a copying one, so when the inputs move, a step whose host time does not pay
-for copying them too runs eagerly from then on. One step may hide many launches (attention:
-a dozen GEMMs and row kernels), so the count of steps alone cannot decide.
+(:data:`BYTES_PER_LAUNCH`) is *timed*: a replay must copy its outputs out (and, for a copying
+graph, its inputs in) while its launches may already hide behind the GPU's work (a layer
+norm over 400 MB in four kernels), so whether the graph pays is measured, not guessed. Its
+second and third calls run eagerly, timed to the end of their work; then it is captured, and
+the two replays after the capture are timed the same way; if the faster of them is not
+faster than the faster eager call, the graph is dropped (its memory freed) and the step runs
+eagerly from then on. When a timed step's inputs move, its copying graph is timed again.
+Only those few calls wait for the device.
 
 Memory: everything the step allocates while it is captured comes from a memory pool of the
 graph's own (reused inside the step as it would be eagerly, never handed to other code), so
@@ -53,17 +54,17 @@ __all__ = ["CudaGraph", "set_cuda_graphs", "cuda_graphs_enabled", "STATS"]
 STATS = {"captured": 0, "recaptured": 0, "failed": 0, "declined": 0}
 
 # A replay copies the step's inputs and outputs (device to device, about 2 TB/s on an H100)
-# and saves the host time of each kernel launch (5-10 us): a step is captured only when it
-# moves at most this many bytes per launch it would save. A small MLP's step (25 launches,
-# 0.2 MB) is captured; layer norm on 8192x4096 (4 launches, 400 MB) is not.
+# and saves the host time of each kernel launch (5-10 us): a step that moves more than this
+# many bytes per launch is timed eagerly and as a graph before it keeps the graph. A small
+# MLP's step (25 launches, 0.2 MB) is captured at once; layer norm on 8192x4096 (4
+# launches, 400 MB) is timed.
 BYTES_PER_LAUNCH = 5 << 20
-# What a replay's copies cost, conservatively (an H100 copies about 1.5 TB/s device to
-# device, a few microseconds per copy): a step above BYTES_PER_LAUNCH is captured only if
-# its eager host time was more than twice this.
-COPY_BYTES_PER_S = 1e12
-COPY_S = 5e-6
-# how many eager calls such a step is timed over (the fastest counts)
+# how many calls of a timed step are timed eagerly, and how many replays of its graph (the
+# fastest of each counts)
 TIMED_CALLS = 2
+# a timed step keeps its graph if its fastest replay took less than this times its fastest
+# eager call
+KEEP_BELOW = 1.0
 
 _D2D = 3  # cudaMemcpyDeviceToDevice
 _STATE = {"on": os.environ.get("FUNCTX_CUDA_GRAPHS", "1").strip() not in ("0", "false", "off")}
@@ -79,11 +80,6 @@ def set_cuda_graphs(on: bool) -> bool:
 def cuda_graphs_enabled() -> bool:
     """The current setting of :func:`set_cuda_graphs`."""
     return _STATE["on"]
-
-
-def _copy_cost(arrays: list) -> float:
-    """What copying ``arrays`` at each replay costs, conservatively, in seconds."""
-    return sum(a.nbytes for a in arrays) / COPY_BYTES_PER_S + len(arrays) * COPY_S
 
 
 class _Captured:
@@ -106,18 +102,28 @@ def _address_key(cupy: Any, inputs: list) -> tuple:
                  for a in inputs)
 
 
+def _timed(cupy: Any, run: Callable[[], list]) -> tuple[list, float]:
+    """``run()``'s results and its time from an idle stream to the end of its work."""
+    stream = cupy.cuda.get_current_stream()
+    stream.synchronize()
+    start = time.perf_counter()
+    outs = run()
+    stream.synchronize()
+    return outs, time.perf_counter() - start
+
+
 class CudaGraph:
     """Runs ``step(inputs) -> outputs`` (CuPy arrays, ``launches`` kernels) eagerly once,
     then as a CUDA graph (direct, then copying if the inputs move: see the module
     docstring).
 
-    ``failed`` is set when capture was impossible, or would not pay (:data:`BYTES_PER_LAUNCH`);
-    the caller then runs the step itself. ``donated``: the step may write into its inputs
+    ``failed`` is set when capture was impossible, or did not pay (a timed step); the
+    caller then runs the step itself. ``donated``: the step may write into its inputs
     (``donate_argnums``), so its graphs always read copies.
     """
 
     __slots__ = ("step", "launches", "calls", "failed", "captured", "pool", "stream",
-                 "device", "copy_s", "out_copy_s", "host_s", "direct", "__weakref__")
+                 "device", "timed", "eager_s", "graph_s", "trials", "direct", "__weakref__")
 
     def __init__(self, step: Callable[[list], list], launches: int,
                  donated: bool = False) -> None:
@@ -126,57 +132,57 @@ class CudaGraph:
         self.failed = False
         self.captured: _Captured | None = None
         self.pool = self.stream = self.device = None
-        # what a replay's copies would cost (timed steps): of the inputs and outputs (a
-        # copying graph), of the outputs (a direct one); the timed call's host time
-        self.copy_s: float | None = None
-        self.out_copy_s = self.host_s = 0.0
+        # a timed step: its fastest eager call and graph replay (seconds, to the end of
+        # their work), and how many replays of the current graph were timed
+        self.timed = False
+        self.eager_s = self.graph_s = float("inf")
+        self.trials = 0
         self.direct = not donated  # the next capture may read the caller's arrays in place
 
     def __call__(self, inputs: list) -> list:
         import cupy
 
         self.calls += 1
+        fresh = False  # captured at this call (its replay is not timed: uploads, first use)
         if self.captured is None:
             if self.calls == 1:
                 outs = self.step(inputs)
-                ins = [a for a in inputs if isinstance(a, cupy.ndarray)]
-                outs_ = [a for a in outs if isinstance(a, cupy.ndarray)]
-                moved = sum(a.nbytes for a in ins + outs_)
-                if moved > self.launches * BYTES_PER_LAUNCH:  # time the next call
-                    self.copy_s = _copy_cost(ins + outs_)
-                    self.out_copy_s = _copy_cost(outs_)
+                moved = sum(a.nbytes for a in [*inputs, *outs] if isinstance(a, cupy.ndarray))
+                self.timed = moved > self.launches * BYTES_PER_LAUNCH
                 return outs
-            if self.calls <= 1 + TIMED_CALLS and self.copy_s is not None:
-                start = time.perf_counter()
-                outs = self.step(inputs)  # (kernels are queued: this is host time)
-                took = time.perf_counter() - start
-                self.host_s = took if self.calls == 2 else min(self.host_s, took)
-                if (self.calls == 1 + TIMED_CALLS
-                        and self.host_s < 2 * (self.out_copy_s if self.direct else self.copy_s)):
-                    self.failed = True  # the copies would cost more than the launches saved
-                    STATS["declined"] += 1
+            if self.timed and self.calls <= 1 + TIMED_CALLS:
+                outs, took = _timed(cupy, lambda: self.step(inputs))
+                self.eager_s = min(self.eager_s, took)
                 return outs
             if not self._capture(cupy, inputs):
                 return self._fail(inputs)
             STATS["captured"] += 1
+            fresh = True
         if cupy.cuda.Device().id != self.device:
             return self.step(inputs)
         c = self.captured
-        stream = cupy.cuda.get_current_stream().ptr
-        copy = cupy.cuda.runtime.memcpyAsync
         if c.key is not None and c.key != _address_key(cupy, inputs):
             # the inputs moved: read copies from now on (the direct graph's memory goes
             # back to the pool for the new capture once its last replay is done)
             cupy.cuda.get_current_stream().synchronize()
             self.captured, self.direct = None, False
-            if self.copy_s is not None and self.host_s < 2 * self.copy_s:
-                self.failed = True  # copying the inputs too would not pay: run eagerly
-                STATS["declined"] += 1
-                return self.step(inputs)
             if not self._capture(cupy, inputs):
                 return self._fail(inputs)
             STATS["recaptured"] += 1
-            c = self.captured
+            c, fresh, self.trials, self.graph_s = self.captured, True, 0, float("inf")
+        if self.timed and not fresh and self.trials < TIMED_CALLS:
+            self.trials += 1
+            outs, took = _timed(cupy, lambda: self._replay(cupy, c, inputs))
+            self.graph_s = min(self.graph_s, took)
+            if self.trials == TIMED_CALLS and self.graph_s >= KEEP_BELOW * self.eager_s:
+                del c  # (the graph's last reference here: _drop frees its memory)
+                self._drop()  # the copies cost more than the launches saved
+            return outs
+        return self._replay(cupy, c, inputs)
+
+    def _replay(self, cupy: Any, c: _Captured, inputs: list) -> list:
+        stream = cupy.cuda.get_current_stream().ptr
+        copy = cupy.cuda.runtime.memcpyAsync
         if c.ins is not None:
             # raw asynchronous copies on the current stream: a CuPy elementwise copy costs
             # several times the host time, and a step of small arrays is all host time
@@ -193,6 +199,14 @@ class CudaGraph:
             copy(r.data.ptr, o.data.ptr, o.nbytes, _D2D, stream)
             outs.append(r)
         return outs
+
+    def _drop(self) -> None:
+        """Run eagerly from now on, and give the graph's memory back (its replays are
+        done: timed replays wait for the device)."""
+        self.failed, self.captured = True, None
+        STATS["declined"] += 1
+        GRAPH_POOLS.discard(self)
+        self.pool.free_all_blocks()
 
     def _fail(self, inputs: list) -> list:
         self.failed = True
