@@ -159,13 +159,23 @@ extern "C" __global__ void __launch_bounds__(1024) functx_layer_norm_grads(const
     }
 }
 
-// out[j] = sum over the n rows of p (n, m) of column j.
+// out[j] = sum over the n rows of p (n, m) of column j: blocks of 32 columns x 16 lanes, each
+// lane summing every 16th row (coalesced along the columns), then a tree over the lanes.
 extern "C" __global__ void functx_column_sums(const T* p, T* out, int n, int m) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= m) return;
+    __shared__ T sh[16][33];
+    const int j = blockIdx.x * 32 + threadIdx.x;
     T s = 0;
-    for (int r = 0; r < n; ++r) s += p[(long long)r * m + j];
-    out[j] = s;
+    if (j < m) {
+        #pragma unroll 4
+        for (int r = threadIdx.y; r < n; r += 16) s += p[(long long)r * m + j];
+    }
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    for (int k = 8; k > 0; k >>= 1) {
+        if (threadIdx.y < k) sh[threadIdx.y][threadIdx.x] += sh[threadIdx.y + k][threadIdx.x];
+        __syncthreads();
+    }
+    if (threadIdx.y == 0 && j < m) out[j] = sh[0][threadIdx.x];
 }
 
 // log_softmax's VJP: dx = g - exp(y) * sum(g), one block per row.
@@ -271,7 +281,7 @@ def layer_norm_grads(xp: Any, x: Any, w: Any, g: Any, *, eps: float) -> tuple:
         (nb,), block, (xc, wc, gc, dx, part, np.int64(rows), np.int32(d), np.int32(ws),
                        ct.type(eps)))
     raw_function(xp, _SOURCE, "functx_column_sums", ct, st)(
-        (-(-2 * d // 256),), (256,), (part, sums, np.int32(nb), np.int32(2 * d)))
+        (-(-2 * d // 32),), (32, 16), (part, sums, np.int32(nb), np.int32(2 * d)))
     return (dx if st == dt else dx.astype(dt),
             *(a if ct == dt else a.astype(dt) for a in (sums[:d], sums[d:])))
 
