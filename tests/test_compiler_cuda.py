@@ -382,6 +382,8 @@ def test_a_timed_step_whose_replays_are_not_faster_drops_its_graph(monkeypatch) 
     # a replay must beat an eager call by a factor no time can (KEEP_BELOW 0): after two
     # timed eager calls, the capture and two timed replays, the graph is dropped
     monkeypatch.setattr(cuda_graph, "KEEP_BELOW", 0.0)
+    monkeypatch.setattr(cuda_graph, "WARM_CALLS", 1)
+    monkeypatch.setattr(cuda_graph, "TIMED_CALLS", 2)
     x = to_dev(np.ones((2048, 2048), np.float32))
     f = fx.jit(lambda a: fnp.sin(a) * 2.0 + 1.0)  # one kernel, 32 MB in and out: timed
     before = dict(cuda_graph.STATS)
@@ -404,6 +406,8 @@ def test_a_big_step_whose_host_time_pays_for_its_copies_is_captured(monkeypatch)
     # the fourth call, after the timed second and third, and kept
     monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
     monkeypatch.setattr(cuda_graph, "KEEP_BELOW", float("inf"))
+    monkeypatch.setattr(cuda_graph, "WARM_CALLS", 1)
+    monkeypatch.setattr(cuda_graph, "TIMED_CALLS", 2)
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((2, 4, 512, 64)).astype(np.float32) for _ in range(3))
 

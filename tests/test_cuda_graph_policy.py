@@ -149,8 +149,11 @@ def test_unmoved_inputs_are_read_in_place_and_moved_ones_copied(fake) -> None:
 
 
 def timed(monkeypatch, copy_s=1.0):
-    """Every step timed (BYTES_PER_LAUNCH 0), each copy costing ``copy_s`` seconds."""
+    """Every step timed (BYTES_PER_LAUNCH 0) from its second call, over two calls and two
+    replays; each copy costing ``copy_s`` seconds."""
     monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
+    monkeypatch.setattr(cuda_graph, "WARM_CALLS", 1)
+    monkeypatch.setattr(cuda_graph, "TIMED_CALLS", 2)
     FAKE.copy_s = copy_s
 
 
@@ -198,6 +201,21 @@ def test_a_timed_copying_step_counts_its_input_copies(fake, monkeypatch) -> None
     for _ in range(7):
         assert call(g, a)[0].a.tolist() == [3.0] * 4
     assert g.failed and g.captured is None  # 3 copies (3 s) are no faster than 3 s
+
+
+def test_a_timed_step_warms_up_before_it_is_timed(fake, monkeypatch) -> None:
+    monkeypatch.setattr(cuda_graph, "BYTES_PER_LAUNCH", 0)
+    FAKE.copy_s = 1.0
+    n_warm, n_timed = cuda_graph.WARM_CALLS, cuda_graph.TIMED_CALLS
+    # the slow warm-up calls (9 s) are not timed; the timed calls take 2 s and a replay (one
+    # copy) 1 s: the graph is kept
+    times = [9.0] * n_warm + [2.0] * n_timed + [0.0] * (n_timed + 4)
+    g = cuda_graph.CudaGraph(make_step(fake, host_s=times), launches=1)
+    a = arrays(1.0)
+    for k in range(n_warm + n_timed + 1 + n_timed):
+        assert call(g, a)[0].a.tolist() == [3.0] * 4
+        assert (g.captured is not None) == (k >= n_warm + n_timed)
+    assert (g.eager_s, g.graph_s, g.failed) == (2.0, 1.0, False)
 
 
 def test_an_untimed_step_is_captured_at_its_second_call(fake) -> None:
