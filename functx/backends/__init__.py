@@ -242,7 +242,7 @@ def register_tracer_type(tracer_type: type, value_of: Callable[[Any], Any]) -> N
 # Devices
 
 
-@attrs.frozen(slots=True, repr=False)
+@attrs.frozen(slots=True, repr=False, cache_hash=True)  # (hashed in every jit cache key)
 class Device:
     """One device: a backend name and an index (``cpu:0``, ``cuda:0``, ``cuda:1``...).
 
@@ -336,7 +336,14 @@ def device_of(x: Any) -> Device | None:
     b = backend_of(x)
     if b is None:
         return None
-    return Device(b.name, b.device_id(x) if b is not CPU else 0)
+    key = (b.name, b.device_id(x) if b is not CPU else 0)
+    d = _DEVICES.get(key)
+    if d is None:  # one object per device: jit's cache keys then compare by identity
+        d = _DEVICES[key] = Device(*key)
+    return d
+
+
+_DEVICES: dict = {}
 
 
 _local = threading.local()
