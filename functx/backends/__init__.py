@@ -5,8 +5,7 @@ arrays to and from the host, how to synchronise and how to read memory use. The 
 an array is read from its type (``numpy.ndarray`` is CPU, ``cupy.ndarray`` is CUDA). The
 CUDA backend exists only when ``import cupy`` succeeds *and* CuPy sees at least one GPU
 (set ``FUNCTX_DISABLE_CUDA=1`` to leave it out); everything else works without it. Its
-record is built in functx/backends/_cuda.py (the primitives' CUDA kernels are in
-functx/primitives/cuda/).
+record is built in functx/backends/_cuda.py (the primitives' kernels: functx/primitives/cuda/).
 
 A :class:`Device` is one device of a backend (``cpu:0``, ``cuda:0``, ``cuda:1``...):
 
@@ -267,6 +266,7 @@ class Device:
     __str__ = __repr__
 
 
+_DEVICES: dict = {}  # (platform, id) -> its Device (see device_of)
 _ALIASES = {"gpu": "cuda"}
 
 _LOCAL_INDEX: dict[str, int] = {}  # platform -> what its name alone means (default 0)
@@ -336,14 +336,8 @@ def device_of(x: Any) -> Device | None:
     b = backend_of(x)
     if b is None:
         return None
-    key = (b.name, b.device_id(x) if b is not CPU else 0)
-    d = _DEVICES.get(key)
-    if d is None:  # one object per device: jit's cache keys then compare by identity
-        d = _DEVICES[key] = Device(*key)
-    return d
-
-
-_DEVICES: dict = {}
+    key = (b.name, b.device_id(x) if b is not CPU else 0)  # one object per device: jit's
+    return _DEVICES.get(key) or _DEVICES.setdefault(key, Device(*key))  # keys compare by id
 
 
 _local = threading.local()
