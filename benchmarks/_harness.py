@@ -2,8 +2,8 @@
 
 Timings are interleaved in blocks: each round runs every system for a block of consecutive
 repeats, in a rotating order, so slow drifts of a noisy machine (other processes, frequency
-changes) hit all systems alike. Blocks rather than single calls, each after a pause and one
-untimed call, because the libraries keep their own BLAS/OpenMP thread pools, whose threads
+changes) hit all systems alike. Blocks rather than single calls, each after a pause and
+untimed calls, because the libraries keep their own BLAS/OpenMP thread pools, whose threads
 spin for a while after a call (OpenBLAS's for about 0.1 s): alternating libraries call by
 call makes them fight over the cores and measures that fight instead of the libraries, and
 so does a block that starts while the previous system's threads still spin.
@@ -45,7 +45,8 @@ class Timing:
 
 def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
             block: int = 10, settle: float = 0.25,
-            clock: Callable[[], float] = time.perf_counter) -> list[Timing]:
+            clock: Callable[[], float] = time.perf_counter,
+            rewarm: float = 0.0) -> list[Timing]:
     """Time each step function ``repeats`` times after ``warmup`` untimed calls.
 
     Args:
@@ -59,6 +60,9 @@ def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
             threads to go to sleep.
         clock: the timer (``time.process_time``: CPU time of the whole process, every
             thread, for comparisons on a machine shared with other work).
+        rewarm: seconds of untimed calls after each pause (at least one call): a pause
+            lets the host's cores drop their clocks, and steps of a tenth of a millisecond
+            would otherwise be timed while they ramp back up.
 
     Returns:
         One Timing per system, in the order of ``steps``.
@@ -75,7 +79,10 @@ def measure(steps: dict[str, Callable[[], object]], repeats: int, warmup: int,
         for name in names[k:] + names[:k]:
             step = steps[name]
             time.sleep(settle)
+            until = time.perf_counter() + rewarm
             step()
+            while time.perf_counter() < until:
+                step()
             for _ in range(n):
                 t0 = clock()
                 step()

@@ -123,6 +123,9 @@ BF16_WORKLOADS = ("mlp", "block")  # the issue's bfloat16 rows
 COMPILE_WORKLOADS = ("ew24", "mlp")  # the compile-time rows (float32)
 GELU_C = math.sqrt(2.0 / math.pi)
 HEADS = 12
+# seconds of untimed steps after each pause of the harness, before a block is timed (the
+# host's clocks ramp back up: a 0.1 ms step timed right after a pause measures the ramp)
+REWARM = 0.02
 
 
 def sizes(small: bool) -> dict[str, dict]:
@@ -638,7 +641,7 @@ def run(name: str, dtype: np.dtype, dims: dict, ctx: Context, repeats: int, warm
         return "\n".join(lines + ["Every system failed:", ""]
                          + [f"- {s}: {n}" for s, n in notes.items()])
     log(f"   timing {list(steps)}")
-    timings = measure(steps, repeats=repeats, warmup=warmup, block=10)
+    timings = measure(steps, repeats=repeats, warmup=warmup, block=10, rewarm=REWARM)
     for t in timings:
         log(f"   {t.name}: {t.median * 1e3:.3f} ms")
     results[row] = {t.name: t.median for t in timings}
@@ -872,7 +875,8 @@ def main(argv: list[str] | None = None) -> int:
               f"- command: python benchmarks/bench_gpu.py {' '.join(argv or sys.argv[1:])}"
               .rstrip(),
               f"- {args.repeats} timed steps per system after {args.warmup} warm-up steps, "
-              "interleaved in blocks of 10; median and 25th-75th percentiles; each step waits "
+              f"interleaved in blocks of 10 (each after a 0.25 s pause and {REWARM * 1e3:.0f} ms "
+              "of untimed steps); median and 25th-75th percentiles; each step waits "
               "for the device", ""]
     results: dict[str, dict] = {}
     first_calls: dict[str, dict] = {}

@@ -175,6 +175,26 @@ def test_inline_writes_custom_derivative_calls_as_their_traces() -> None:
     assert "custom_jvp_call" not in prims(checked(passes.inline(fx.make_trace(h)(x))))
 
 
+@pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-13), (np.float32, 2e-6)])
+def test_expanded_layer_norms_compute_what_the_primitives_do(dtype: Any, rtol: float) -> None:
+    # prim.expand: layer_norm and layer_norm_grad as their formulas, one row reduction and
+    # a broadcast per mean; expanded together their statistics are computed once (CSE)
+    import functx.nn as fnn
+    from functx.transforms.interpret import eval_trace
+    rng = np.random.default_rng(3)
+    x, w, b, g = (rng.standard_normal(s).astype(dtype) for s in [(5, 40), 40, 40, (5, 40)])
+    loss = lambda x, w, b, g: fnp.sum(fnp.tanh(fnn.layer_norm(x, 40, w, b)) * g)  # noqa: E731
+    t = fx.make_trace(fx.value_and_grad(loss))(x, w, b, g)
+    assert {"layer_norm", "layer_norm_grad"} <= set(prims(t))
+    out = checked(passes.cse(checked(passes.expand(t, lambda e: True))))
+    assert not {"layer_norm", "layer_norm_grad"} & set(prims(out))
+    assert prims(out).count("reduce_sum") == 5  # mean, variance, two of the gradient, loss
+    for a, want in zip(eval_trace(out, x, w, b, g), eval_trace(t, x, w, b, g)):
+        np.testing.assert_allclose(a, want, rtol=rtol, atol=rtol)
+    kept = checked(passes.expand(t, lambda e: e.prim.name != "layer_norm"))
+    assert "layer_norm" in prims(kept) and "layer_norm_grad" not in prims(kept)
+
+
 # -- clustering decisions -------------------------------------------------------------------
 
 def clusters(f: Any, *args: Any) -> list:

@@ -23,11 +23,14 @@ import functx.compiler as compiler
 import functx.nn as fnn
 import functx.numpy as fnp
 from functx.compiler import cuda as gen
+from functx.compiler import partition
 from functx.compiler.lowering import fuse
+from functx.primitives import elementwise as ew
 from functx.primitives import reduction as red
+from functx.primitives import shape as shp
 
 from tests.test_cuda import IS_CUDA, assert_matches, to_dev
-from tests.test_compiler import build, programs
+from tests.test_compiler import BINARY, UNARY, build, programs
 
 needs_gpu = pytest.mark.skipif(not IS_CUDA, reason="needs CuPy on a GPU")
 # a kernel that fails to compile makes jit warn and run unfused: here that is a failure
@@ -99,6 +102,79 @@ def test_reduction_layouts_are_chosen_from_the_reduced_axes() -> None:
     assert "double acc0" in row.source  # float32 sums accumulate in float64
 
 
+def ln_gelu(x: Any, w: Any, b: Any, g: Any) -> Any:
+    """The layer norm -> tanh-GELU -> scale of bench_gpu.py, with a weighted sum."""
+    return fnp.sum(fnn.gelu(fnn.layer_norm(x, x.shape[-1], w, b), approximate="tanh") * g)
+
+
+def ln_gelu_args(rows: int, d: int, dtype: Any = np.float32, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(dtype) * sc + sh
+            for s, sc, sh in [((rows, d), 2.0, 0.5), ((d,), 0.3, 1.0), ((d,), 0.2, 0.0),
+                              ((rows, d), 1.0, 0.0)]]
+
+
+def test_a_layer_norm_its_consumers_and_its_gradient_are_one_row_kernel() -> None:
+    # expanded (prim.expand), the forward and backward statistics shared (CSE), then one
+    # phased row cluster; the loss, a sum over every axis, is folded per row then summed
+    args = ln_gelu_args(64, 256)
+    fused, kernels = fuse(fx.make_trace(fx.value_and_grad(ln_gelu))(*args), "cuda")
+    assert [e.prim.name for e in fused.eqns] == ["fused"]
+    (k,) = kernels
+    assert k.launch["kind"] == "rows" and k.launch["grid"] == (64,)
+    assert k.cluster.phased and len(k.cluster.totals) == 1 and "kernel_finish" in k.source
+    assert k.source.count("__shfl_xor_sync") == 5  # mean, variance, two gradient sums, loss
+    assert "__launch_bounds__" in k.source
+
+
+def test_a_layer_norm_with_no_fusible_neighbour_stays_one_primitive() -> None:
+    x, w = np.ones((64, 256), np.float32), np.ones((256, 32), np.float32)
+    trace = fuse(fx.make_trace(lambda a, m: fnn.layer_norm(a, 256) @ m)(x, w), "cuda")[0]
+    assert [e.prim.name for e in trace.eqns] == ["layer_norm", "dot_general"]
+
+
+@pytest.mark.parametrize("d", [16, gen.ROW_MAX * 2])
+def test_rows_too_short_or_too_long_are_not_phased(d: int) -> None:
+    args = ln_gelu_args(4, d)
+    fused, kernels = fuse(fx.make_trace(fx.value_and_grad(ln_gelu))(*args), "cuda")
+    assert "layer_norm" in [e.prim.name for e in fused.eqns]
+    assert all(k.launch["kind"] != "rows" for k in kernels)
+
+
+def row_program(phases: list, total: bool) -> Any:
+    """``x, w ->`` an elementwise start, then per phase a row reduction broadcast back
+    along the rows and combined with the running value, and optionally a total."""
+    def f(x: Any, w: Any) -> Any:
+        v = ew.mul(ew.tanh(x), w)
+        for kind, op, u in phases:
+            r = {"sum": red.reduce_sum, "max": red.reduce_max, "min": red.reduce_min}[kind]
+            b = shp.broadcast_in_dim(r(v, (1,)), v.shape, (0,))
+            v = UNARY[u % len(UNARY)](BINARY[op % len(BINARY)](v, b))
+        return (v, red.reduce_sum(ew.mul(v, x), (0, 1))) if total else (v,)
+    return f
+
+
+@st.composite
+def row_programs(draw: Any) -> tuple:
+    rows, d = draw(st.integers(1, 40)), draw(st.integers(partition.MIN_ROW, 300))
+    phases = draw(st.lists(st.tuples(st.sampled_from(["sum", "max", "min"]),
+                                     st.integers(0, 100), st.integers(0, 100)),
+                           min_size=1, max_size=3))
+    return rows, d, phases, draw(st.booleans()), draw(st.integers(0, 2**31 - 1))
+
+
+@settings(max_examples=10, deadline=None)
+@given(row_programs())
+def test_row_programs_are_one_phased_kernel(program: tuple) -> None:
+    rows, d, phases, total, _ = program
+    x, w = np.ones((rows, d)), np.ones(d)
+    kernels = kernels_for(row_program(phases, total), x, w)
+    assert [k.launch["kind"] for k in kernels] == ["rows"]
+    main = kernels[0].source.split("kernel_finish")[0]  # one barrier per phase
+    assert main.count("__syncthreads()") == len(phases) + total
+    assert ("kernel_finish" in kernels[0].source) == total
+
+
 def test_half_precision_loads_and_stores_round_once() -> None:
     x = np.ones(1000, ml_dtypes.bfloat16)
     k = kernels_for(lambda a: fnp.tanh(a * a) + a, x)[0]
@@ -135,6 +211,7 @@ def test_generated_sources_compile_with_nvcc(program: tuple, tmp_path_factory: A
     half = [np.ones((8, 33), ml_dtypes.bfloat16), np.ones(33, np.float16)]
     kernels += kernels_for(lambda a, b: (fnp.tanh(a * b.astype(a.dtype)) * 2.0,
                                          red.reduce_sum(a * a, (0,))), *half)
+    kernels += kernels_for(fx.value_and_grad(ln_gelu), *ln_gelu_args(8, 300))
     nvcc_compiles(kernels, tmp_path_factory.mktemp("nvcc"))
 
 
@@ -153,6 +230,33 @@ def test_random_programs_on_cuda_agree_with_the_cpu(program: tuple) -> None:
         got = fx.jit(f)(*to_dev(xs))
     tol = 2e-5 if dtype == np.float32 else 1e-12
     assert_matches(got, want, "fused on CUDA", tol, tol)
+
+
+@needs_gpu
+@settings(max_examples=25, deadline=None)
+@given(row_programs())
+def test_row_programs_on_cuda_agree_with_the_cpu(program: tuple) -> None:
+    rows, d, phases, total, seed = program
+    rng = np.random.default_rng(seed)
+    xs = [rng.uniform(-2, 2, (rows, d)), rng.uniform(-2, 2, d)]
+    f = row_program(phases, total)
+    with np.errstate(all="ignore"):
+        want = f(*xs)
+        got = fx.jit(f)(*to_dev(xs))
+    assert_matches(got, want, "a phased row kernel", 1e-11, 1e-11)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5),
+                                       (ml_dtypes.bfloat16, 2e-2)])
+@pytest.mark.parametrize("d", [256, 300, 4096])
+def test_layer_norm_gelu_step_as_one_row_kernel_matches_the_cpu(dtype: Any, tol: float,
+                                                                 d: int) -> None:
+    args = ln_gelu_args(70, d, dtype, seed=d)
+    step = fx.value_and_grad(ln_gelu, argnums=(0, 3))
+    want = step(*args)
+    got = fx.jit(step)(*to_dev(args))
+    assert_matches(got, want, "ln_gelu's step fused", tol, tol)
 
 
 LAYOUTS = [((4096, 300), (1,)), ((300, 4096), (0,)), ((1 << 20,), (0,)), ((3, 5, 7), (0, 2)),

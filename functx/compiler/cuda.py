@@ -7,7 +7,7 @@ bfloat16 and float16 loaded into float32, computed there and rounded once when s
 (``__float2bfloat16``, round to nearest even as ml_dtypes), so a fused chain of half-precision
 operations is at least as accurate as the same operations one at a time.
 
-Three kernel shapes, chosen from the cluster:
+Four kernel shapes, chosen from the cluster:
 
 * **elementwise** (no reduction): a grid-stride loop over the merged iteration space, one
   element per thread and step; an elementwise chain over whole arrays is a flat loop that
@@ -16,7 +16,11 @@ Three kernel shapes, chosen from the cluster:
   full sum): a block of threads per kept element, each thread striding over the reduced
   elements, then a tree in shared memory;
 * **column reduction** (the last axis is kept: a bias gradient, a sum over the batch): a
-  32 x 8 block per 32 kept elements, so loads stay coalesced, reduced over the 8 rows.
+  32 x 8 block per 32 kept elements, so loads stay coalesced, reduced over the 8 rows;
+* **phased rows** (a row cluster that reads its own row reductions' results, or sums over
+  every axis: a layer norm with what follows it and its gradient, see
+  :func:`~functx.compiler.partition.partition`): a block per row whose threads hold the
+  row's elements in registers, one loop over them per phase (:func:`_phased`).
 
 Where the kept elements give too few blocks to fill the GPU, the reduced range is split into
 chunks that write partial accumulators, and a second small kernel folds them (no atomics:
@@ -42,7 +46,7 @@ from functx.compiler.program import LoopNest, Program
 from functx.registry.scalar import var
 
 __all__ = ["CudaKernel", "generate_cuda", "COMPUTE", "cuda_policy", "cuda_worth", "BLOCK",
-           "FILL_BLOCKS"]
+           "FILL_BLOCKS", "ROW_MAX"]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -60,6 +64,10 @@ MIN_STEPS = 16
 UNROLL = 4
 # grid-stride loops launch at most this many blocks
 MAX_BLOCKS = 65536
+# a phased row kernel gives each thread at most this many of a row's elements (more for the
+# longest rows, ROW_MAX, whose 1024 threads hold 16 each)
+ROW_ELEMS = 8
+ROW_MAX = 16384
 
 _LOAD = {F16: "__half2float({})", BF16: "__bfloat162float({})"}
 _STORE = {F16: "__float2half({})", BF16: "__float2bfloat16({})"}
@@ -161,8 +169,11 @@ class _Source:
             lines.append(f"out{k}[{at}] = {_stored(v.aval.dtype, expr.dtype, name)};")
         return lines
 
-    def header(self, name: str, extra: list = ()) -> list:
-        return [*sorted(self.includes), *PRELUDE, "", f'extern "C" __global__ void {name}(',
+    def header(self, name: str, extra: list = (), bounds: int | None = None) -> list:
+        # __launch_bounds__: registers enough for a block of that many threads (spilling
+        # if need be), so the launch never fails for want of them
+        lb = f"__launch_bounds__({bounds}) " if bounds else ""
+        return [*sorted(self.includes), *PRELUDE, "", f'extern "C" __global__ void {lb}{name}(',
                 "    " + ",\n    ".join([*self.params, *extra]) + ") {"]
 
 
@@ -312,10 +323,137 @@ def _finish(src: _Source, reds: list, name: str, chunks: int, K: int) -> tuple[s
     return "\n".join(lines) + "\n", ((math.ceil(K / kpb),), (tx, kpb))
 
 
+def _phase_of(reds: list) -> Callable:
+    """``phase(expr)``: the loop of a phased row kernel from which ``expr`` can be computed
+    (0: from the loads alone; a reduction's result ``rv{j}`` is known after the loop of
+    its element's phase)."""
+    memo: dict = {}
+
+    def phase(x: Any) -> int:
+        got = memo.get(id(x))
+        if got is None:
+            if x.op == "var" and x.value.startswith("rv"):
+                got = phase(reds[int(x.value[2:])].element) + 1
+            else:
+                got = max((phase(y) for y in x.args), default=0)
+            memo[id(x)] = got
+        return got
+    return phase
+
+
+def _warp_fold(j: int, r: Any, W: int) -> tuple[list, list]:
+    """C statements folding ``acc{j}`` over the block: ``(shuffles, fold)``. The shuffles
+    leave each warp's value in ``sh{j}[warp]``; after a ``__syncthreads()`` the fold
+    leaves the block's value in ``acc{j}`` of every thread (the same order everywhere)."""
+    ct = C_TYPES[r.acc]
+    shuffled = (f"(bool)__shfl_xor_sync(0xffffffffu, (int)acc{j}, o)" if ct == "bool"
+                else f"__shfl_xor_sync(0xffffffffu, acc{j}, o)")
+    em = CEmitter(f"s{j}_")
+    step = em(r.rule.combine(var(f"acc{j}", r.acc), var(f"y{j}", r.acc)))
+    shuffles = ["for (int o = 16; o > 0; o >>= 1) {", f"  const {ct} y{j} = {shuffled};",
+                *["  " + ln for ln in em.lines], f"  acc{j} = {step};", "}",
+                f"if ((threadIdx.x & 31) == 0) sh{j}[threadIdx.x >> 5] = acc{j};"]
+    em = CEmitter(f"w{j}_")
+    step = em(r.rule.combine(var(f"acc{j}", r.acc), var(f"sh{j}[w]", r.acc)))
+    fold = [f"acc{j} = sh{j}[0];", f"for (int w = 1; w < {W}; ++w) {{",
+            *["  " + ln for ln in em.lines], f"  acc{j} = {step};", "}"]
+    return shuffles, fold
+
+
+def _phased(prog: Program, name: str) -> tuple[str, dict]:
+    """A phased row cluster (see :func:`~functx.compiler.partition.partition`): a block of
+    ``T`` threads per row, each holding ``E`` of the row's elements of every load in
+    registers; loop ``p`` over them folds the row reductions of phase ``p``, whose results
+    every thread then reads (``rv{j}``); the last loop stores the elementwise results and
+    folds the totals, whose per-row values a second kernel sums."""
+    c = prog.cluster
+    nest = prog.loop_nest()  # the kept loops, then the row
+    src = _Source(prog, nest)
+    it = src.itype
+    kn = nest.n_kept
+    K = max(int(np.prod(nest.sizes[:kn], dtype=np.int64)), 1)
+    R = int(c.shape[-1])
+    T = min(1024, max(32, 1 << math.ceil(math.log2(math.ceil(R / ROW_ELEMS)))))
+    E, W = math.ceil(R / T), T // 32
+    reds = prog.reductions
+    totals = [j for j, r in enumerate(reds) if r.var in c.totals]
+    phase = _phase_of(reds)
+    n_loops = 1 + max((phase(r.element) for j, r in enumerate(reds) if j not in totals),
+                      default=-1)
+    kidx = [f"k{j}" for j in range(kn)]
+    parts = [f"{C_TYPES[reds[j].acc]}* __restrict__ part{j}" for j in totals]
+    lines = src.header(name, parts, bounds=T)
+    lines += [f"  __shared__ {C_TYPES[r.acc]} sh{j}[{W}];" for j, r in enumerate(reds)]
+    lines.append(f"  const {it} k = blockIdx.x;")
+    lines += ["  " + ln for ln in _coords(nest.sizes[:kn], "k", kidx, it)]
+    guard = "" if R % T == 0 else f"if (r < {R}) "
+
+    def loop(body: list) -> list:
+        return ["  #pragma unroll", f"  for (int e = 0; e < {E}; ++e) {{",
+                f"    const {it} r = threadIdx.x + ({it})e * {T};", f"    {guard}{{",
+                *["      " + ln for ln in body], "    }", "  }"]
+
+    def _at(ld: Any) -> str:
+        return f"in{ld.input}[{_offset(nest.stride(ld.name), kidx + ['r'])}]"
+
+    loads = [(ld, C_TYPES[prog.dtype(ld.var)]) for ld in prog.loads]
+    lines += [f"  {ct} {ld.name}_r[{E}];" for ld, ct in loads]
+    lines += loop([f"{ld.name}_r[e] = {_loaded(np.dtype(ld.var.aval.dtype), _at(ld))};"
+                   for ld, _ in loads])
+    reads = [f"const {ct} {ld.name} = {ld.name}_r[e];" for ld, ct in loads]
+    for j, r in enumerate(reds):
+        lines.append(f"  {C_TYPES[r.acc]} acc{j} = {c_literal(r.identity(), r.acc)};")
+    for p in range(n_loops + 1):
+        mine = [j for j, r in enumerate(reds)
+                if (j in totals and p == n_loops) or (j not in totals and phase(r.element) == p)]
+        stores = prog.stores if p == n_loops else []
+        if not mine and not stores:
+            continue
+        em = CEmitter(f"t{p}_")
+        for j in mine:
+            step = em(reds[j].rule.combine(var(f"acc{j}", reds[j].acc), reds[j].element))
+            em.lines.append(f"acc{j} = {step};")
+        at = _offset(nest.stride("store"), kidx + ["r"])
+        for v, expr in stores:
+            em.lines.append(f"out{src.outs.index(v)}[{at}] = "
+                            f"{_stored(v.aval.dtype, expr.dtype, em(expr))};")
+        lines += loop(reads + em.lines)
+        if not mine:  # the last loop, of stores only
+            continue
+        folds = [_warp_fold(j, reds[j], W) for j in mine]
+        lines += ["  " + ln for sh, _ in folds for ln in sh] + ["  __syncthreads();"]
+        if p == n_loops:  # the totals: one value per row for the second kernel
+            lines.append("  if (threadIdx.x == 0) {")
+            lines += ["    " + ln for _, fold in folds for ln in fold]
+            lines += [f"    part{j}[k] = acc{j};" for j in mine] + ["  }"]
+            continue
+        lines += ["  " + ln for _, fold in folds for ln in fold]
+        for j in mine:
+            v = reds[j].var
+            dt = np.dtype(v.aval.dtype)
+            lines.append(f"  const {C_TYPES[prog.dtype(v)]} rv{j} = "
+                         f"{_loaded(dt, _stored(dt, reds[j].acc, f'acc{j}'))};")
+            if v in src.outs:
+                lines.append(f"  if (threadIdx.x == 0) out{src.outs.index(v)}[k] = "
+                             f"{_stored(dt, reds[j].acc, f'acc{j}')};")
+    lines.append("}")
+    launch = {"kind": "rows", "grid": (K,), "block": (T,), "K": K}
+    source = "\n".join(lines) + "\n"
+    if totals:
+        tot = [reds[j] for j in totals]
+        text, launch["finish"] = _finish(src, tot, name + "_finish", K, 1)
+        launch["parts"] = [(K, r.acc) for r in tot]
+        launch["finish_outs"] = sorted(src.outs.index(r.var) for r in tot)
+        source += "\n" + text
+    return source, launch
+
+
 def generate_cuda(prog: Program, name: str) -> tuple[str, dict]:
     """The CUDA C source of a cluster's program (``Program(cluster, COMPUTE)``) as a kernel
     ``name(in..., out...[, part...])`` of contiguous arrays (outputs in the order of
     ``cluster.outputs``), and its launch configuration."""
+    if prog.cluster.phased:
+        return _phased(prog, name)
     return _reduction(prog, name) if prog.reductions else _elementwise(prog, name)
 
 
@@ -371,9 +509,10 @@ class CudaKernel:
                     for o, (shape, dtype) in zip(outs, self.out_avals)]
         launch = self.launch
         parts = [cupy.empty(n, dt) for n, dt in launch.get("parts", ())] \
-            if launch.get("chunks", 1) > 1 else []
+            if fin is not None else []
         fn(launch["grid"], launch["block"], (*ins, *outs, *parts))
         if fin is not None:
             grid, block = launch["finish"]
-            fin(grid, block, (*parts, *[outs[i] for i in self._reduced]))
+            fin(grid, block, (*parts, *[outs[i] for i in launch.get("finish_outs",
+                                                                    self._reduced)]))
         return outs

@@ -12,14 +12,15 @@ import warnings
 from typing import Any
 
 from functx.compiler.cpu import Kernel, fuse_policy
-from functx.compiler.cuda import COMPUTE, CudaKernel, cuda_policy, cuda_worth
-from functx.compiler.partition import Cluster, partition
+from functx.compiler.cuda import COMPUTE, ROW_MAX, CudaKernel, cuda_policy, cuda_worth
+from functx.compiler.partition import MIN_ROW, Cluster, fusible, partition
+from functx.compiler.passes import PASSES, expand, optimize
 from functx.errors import FunctxError
 from functx.ir import AbstractArray, Eqn, Printer, Trace, Var
 from functx.primitives._numba import numba_enabled, numba_installed
 from functx.registry import Primitive, Registry
 
-__all__ = ["fuse", "fused_p", "accumulate_p", "fold_accumulations", "Lowered",
+__all__ = ["fuse", "expand_rows", "fused_p", "accumulate_p", "fold_accumulations", "Lowered",
            "numba_available"]
 
 # The primitive of a fused kernel lives in a registry of its own: it exists only in the
@@ -96,6 +97,38 @@ def fold_accumulations(trace: Trace, target: str) -> Trace:
     return Trace(trace.in_vars, trace.const_vars, trace.const_values, eqns, trace.outputs)
 
 
+def expand_rows(trace: Trace) -> Trace:
+    """``trace`` with the fused primitives that have an expansion (``prim.expand``: the
+    layer norm and its gradient) written as their formulas where the CUDA generator fuses
+    those into a row kernel with a neighbour (a fusible equation over the same shape makes
+    an operand or reads the result), then optimised again (the forward and backward
+    passes' statistics are computed once)."""
+    producer = {v: e for e in trace.eqns for v in e.outputs}
+    readers: dict = {}
+    for e in trace.eqns:
+        for a in e.inputs:
+            if type(a) is Var:
+                readers.setdefault(a, []).append(e)
+
+    def fuses(e: Eqn, shape: tuple) -> bool:
+        info = fusible(e, cuda_policy, COMPUTE)
+        return info is not None and info[1] == shape
+
+    def want(e: Eqn) -> bool:
+        if e.prim.multiple_results or type(e.inputs[0]) is not Var:
+            return False
+        shape = tuple(e.inputs[0].aval.shape)
+        if not (shape and MIN_ROW <= shape[-1] <= ROW_MAX):
+            return False
+        near = [producer[a] for a in e.inputs if a in producer]
+        near += [r for v in e.outputs for r in readers.get(v, ())]
+        return any(n.prim.expand is not None or fuses(n, shape) for n in near)
+
+    if not any(e.prim.expand is not None and want(e) for e in trace.eqns):
+        return trace
+    return optimize(expand(trace, want), PASSES[1:])
+
+
 _warned: list = []
 
 
@@ -118,8 +151,9 @@ def fuse(trace: Trace, target: str = "cpu") -> tuple[Trace, list]:
     """``trace`` with each fusion cluster as one ``fused`` equation, and the kernels:
     Numba loop nests for ``target="cpu"``, CUDA C kernels for ``"cuda"``."""
     if target == "cuda":
+        trace = expand_rows(trace)
         trace = fold_accumulations(trace, target)
-        steps, make = partition(trace, cuda_policy, COMPUTE, cuda_worth), CudaKernel
+        steps, make = partition(trace, cuda_policy, COMPUTE, cuda_worth, ROW_MAX), CudaKernel
     else:
         steps, make = partition(trace, fuse_policy), Kernel
     eqns, kernels = [], []
@@ -164,6 +198,7 @@ class Lowered:
                           f"{list(k.cluster.shape)}"
                           + (f", reducing axes {k.cluster.reduce_axes}"
                              if k.cluster.reduce_axes is not None else "")
+                          + (", in phases, a block per row" if k.cluster.phased else "")
                           + f" ({'parallel' if k.parallel else 'serial'})", body, k.source]
         return "\n".join(parts)
 

@@ -28,6 +28,8 @@ __all__ = ["Cluster", "partition", "fusible", "calls", "worth_fusing", "compute_
 FUSIBLE_DTYPES = frozenset(np.dtype(d) for d in ("float32", "float64", "bool", "int32", "int64"))
 # how many of the most recent clusters of a shape an equation may join
 SEARCH = 4
+# the shortest row of a phased row cluster (see partition)
+MIN_ROW = 32
 
 
 class Cluster:
@@ -37,12 +39,17 @@ class Cluster:
     Attributes:
         eqns: the equations, in trace order.
         shape: the iteration shape.
-        reduce_axes: the axes of ``shape`` the reductions reduce (all the same), or None.
+        reduce_axes: the axes of ``shape`` the reductions reduce (all the same but the
+            totals), or None.
+        totals: in a row cluster, the results of the reductions over every axis (a loss).
+        phased: a row cluster whose equations read its row reductions' results
+            (broadcast back along the rows) or that holds totals: see :func:`partition`.
         inputs: the variables read from outside (inputs, constants, other steps' results).
         outputs: the variables used after the cluster (filled by :func:`partition`).
     """
 
-    __slots__ = ("eqns", "shape", "reduce_axes", "inputs", "outputs", "_made", "_reduced")
+    __slots__ = ("eqns", "shape", "reduce_axes", "inputs", "outputs", "totals", "phased",
+                 "_made", "_reduced")
 
     def __init__(self, shape: tuple) -> None:
         self.eqns: list[Eqn] = []
@@ -50,6 +57,8 @@ class Cluster:
         self.reduce_axes: tuple | None = None
         self.inputs: list[Var] = []
         self.outputs: list[Var] = []
+        self.totals: set = set()
+        self.phased = False
         self._made: set = set()      # elementwise results computed here
         self._reduced: set = set()   # reduction results computed here
 
@@ -60,10 +69,15 @@ class Cluster:
     def add(self, e: Eqn, is_reduction: bool, axes: tuple | None) -> None:
         self.eqns.append(e)
         for a in e.inputs:
-            if type(a) is Var and a not in self._made and a not in self.inputs:
+            if type(a) is Var and a in self._reduced:
+                self.phased = True
+            elif type(a) is Var and a not in self._made and a not in self.inputs:
                 self.inputs.append(a)
         (self._reduced if is_reduction else self._made).update(e.outputs)
-        if is_reduction:
+        if is_reduction and self.reduce_axes not in (None, axes):
+            self.totals.update(e.outputs)
+            self.phased = True
+        elif is_reduction:
             self.reduce_axes = axes
 
     @property
@@ -178,11 +192,19 @@ def worth_fusing(c: Cluster) -> bool:
 
 
 def partition(trace: Trace, policy: Callable | None = None, compute: dict | None = None,
-              worth: Callable[[Cluster], bool] | None = None) -> list:
+              worth: Callable[[Cluster], bool] | None = None, rows: int = 0) -> list:
     """The trace's equations as a list of steps in execution order: each an :class:`Eqn`
     run as it is or a :class:`Cluster` (its ``outputs`` set: the values used later).
     ``policy`` is the code generator's veto and ``compute`` its compute dtypes (see
-    :func:`fusible`); ``worth`` says which clusters to keep (default :func:`worth_fusing`)."""
+    :func:`fusible`); ``worth`` says which clusters to keep (default :func:`worth_fusing`).
+
+    ``rows`` (a generator that runs a block of threads per row, as CUDA's, gives the
+    longest row it takes; 0 for none) lets a *row cluster* (one whose reductions reduce
+    its last axis, rows of at most ``rows`` elements) go on past its reductions: a
+    broadcast of a row reduction's result back along the rows joins it (the layer norm's
+    ``x - mean``), so do later row reductions (its variance) and reductions over every
+    axis (a loss). The generator computes such a *phased* cluster row by row, in phases
+    separated by its row reductions."""
     items: list = []
     where: dict = {}   # var -> index in items of the step computing it
     recent: dict = {}  # shape -> indices of the most recent clusters of that shape
@@ -193,7 +215,7 @@ def partition(trace: Trace, policy: Callable | None = None, compute: dict | None
             kind, shape = info
             axes = tuple(e.prim.scalar.axes(**e.params)) if kind == "reduction" else None
             for idx in reversed(recent.get(shape, [])[-SEARCH:]):
-                if _can_join(items[idx], idx, e, where, kind, axes):
+                if _can_join(items[idx], idx, e, where, kind, axes, rows):
                     target = idx
                     break
             if target is None:
@@ -209,13 +231,33 @@ def partition(trace: Trace, policy: Callable | None = None, compute: dict | None
     return _finish(items, trace, worth or worth_fusing)
 
 
-def _can_join(c: Cluster, idx: int, e: Eqn, where: dict, kind: str, axes: tuple | None) -> bool:
-    if kind == "reduction" and c.reduce_axes not in (None, axes):
+def _is_row(c: Cluster, rows: int) -> bool:
+    """Whether ``c`` is a row cluster that may hold phases (see :func:`partition`)."""
+    rank = len(c.shape)
+    return rows > 0 and c.reduce_axes == (rank - 1,) and MIN_ROW <= c.shape[-1] <= rows
+
+
+def _reads_row_result(c: Cluster, e: Eqn, a: Var) -> bool:
+    """Whether ``e`` broadcasts the row reduction result ``a`` back along ``c``'s rows."""
+    if e.prim.scalar.kind != "broadcast" or a in c.totals:
         return False
+    avals = tuple(x.aval for x in e.inputs)
+    maps = e.prim.scalar.operand_axes(avals, e.outputs[0].aval, **e.params)
+    rank = len(c.shape)
+    return all(tuple(m) == tuple(range(rank - 1)) for x, m in zip(e.inputs, maps) if x is a)
+
+
+def _can_join(c: Cluster, idx: int, e: Eqn, where: dict, kind: str, axes: tuple | None,
+              rows: int = 0) -> bool:
+    if kind == "reduction" and c.reduce_axes not in (None, axes):
+        if not (_is_row(c, rows) and axes == tuple(range(len(c.shape)))):
+            return False
     for a in e.inputs:
         if type(a) is not Var:
             continue
         if a in c._reduced:
+            if _is_row(c, rows) and _reads_row_result(c, e, a):
+                continue
             return False
         if a in c._made:
             continue

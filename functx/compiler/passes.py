@@ -3,6 +3,8 @@
 * :func:`inline`: the equations of opaque calls (a ``custom_vjp`` function's forward pass,
   which runs the user's Python) replaced by their traces (``prim.def_inline``; the pass
   names no primitive), so the passes below and the compiler see their operations;
+* :func:`expand`: fused primitives written as their formulas where a compiler fuses the
+  formula with its neighbours (``prim.expand``; the CUDA compiler's row kernels);
 * :func:`cse`: common-subexpression elimination (equal primitive, parameters and inputs);
 * :func:`fold_constants`: equations of known constants computed once, at compile time, when
   their result is small (:data:`FOLD_LIMIT` elements);
@@ -30,7 +32,7 @@ from functx.registry.rewrite import Operand, Rewrite
 from functx.tracing import bind
 from functx.transforms.interpret import has_effects, prune
 
-__all__ = ["inline", "cse", "fold_constants", "simplify", "dce", "optimize", "FOLD_LIMIT",
+__all__ = ["inline", "expand", "cse", "fold_constants", "simplify", "dce", "optimize", "FOLD_LIMIT",
            "PASSES"]
 
 # Constant folding computes results of at most this many elements (bigger ones, a zeros
@@ -72,16 +74,33 @@ def inline(trace: Trace) -> Trace:
     equations themselves), its constants added to the trace's."""
     if not any(e.prim.inline is not None for e in trace.eqns):
         return trace
+    return _splice(trace, lambda e, avals: e.prim.inline(*avals, **e.params)
+                   if e.prim.inline else None, inline)
+
+
+def expand(trace: Trace, want: Callable[[Eqn], bool]) -> Trace:
+    """The trace with each equation ``e`` whose primitive has an expansion
+    (``prim.expand``: a fused primitive's formula) and ``want(e)`` replaced by the
+    expansion's equations (the CUDA compiler's choice: where they fuse with their
+    neighbours). Run :func:`cse` after it: expansions share their common parts (a layer
+    norm's statistics in the forward and backward passes)."""
+    return _splice(trace, lambda e, avals: e.prim.expand(*avals, **e.params)
+                   if e.prim.expand is not None and want(e) else None, lambda t: t)
+
+
+def _splice(trace: Trace, sub_of: Callable, again: Callable) -> Trace:
+    """The trace with each equation ``e`` for which ``sub_of(e, input avals)`` gives a
+    trace replaced by that trace's equations (after ``again`` of it)."""
     env: dict = {}
     eqns: list = []
     cv, vals = list(trace.const_vars), list(trace.const_values)
     for e in trace.eqns:
         ins = tuple(_subst(a, env) for a in e.inputs)
-        sub = e.prim.inline(*[a.aval for a in ins], **e.params) if e.prim.inline else None
+        sub = sub_of(e, [a.aval for a in ins])
         if sub is None:
             eqns.append(e._replace(inputs=ins))
             continue
-        sub = inline(sub)
+        sub = again(sub)
         senv = dict(zip(sub.in_vars, ins))
         cv += sub.const_vars
         vals += sub.const_values

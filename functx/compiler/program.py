@@ -69,7 +69,9 @@ class Program:
         cluster: the cluster.
         loads: the :class:`Load` s, one per (input, axis mapping).
         values: the expression of each elementwise result (variable -> Expr).
-        reductions: the :class:`Reduction` s (all over ``cluster.reduce_axes``).
+        reductions: the :class:`Reduction` s (all over ``cluster.reduce_axes`` but the
+            cluster's ``totals``); in a phased row cluster, an expression reads reduction
+            ``j``'s result for its row as the leaf ``rv{j}``.
         stores: ``(var, Expr)`` of the elementwise results used after the cluster.
         compute: the generator's map of storage to compute dtypes.
     """
@@ -80,6 +82,7 @@ class Program:
         self.values: dict = {}
         self.reductions: list[Reduction] = []
         keyed: dict = {}
+        row_results: dict = {}  # reduction result -> its index
         index = {v: i for i, v in enumerate(c.inputs)}
         rank = len(c.shape)
 
@@ -104,6 +107,7 @@ class Program:
                 if src is None:
                     src = load(x, tuple(range(rank)))
                 acc = accumulator_dtype(rule, src.dtype)
+                row_results[e.outputs[0]] = len(self.reductions)
                 self.reductions.append(Reduction(e.outputs[0], rule, acc, cast(src, acc)))
                 continue
             like = operand_dtype(e, compute)
@@ -117,6 +121,8 @@ class Program:
                     leaves.append(lit if dt == lit.dtype else const(lit.value, dt))
                 elif a in self.values:
                     leaves.append(self.values[a])
+                elif a in row_results:  # a phased row cluster's reduction, per row
+                    leaves.append(var(f"rv{row_results[a]}", self.dtype(a)))
                 else:
                     leaves.append(load(a, tuple(ax)))
             self.values[e.outputs[0]] = scalar_expr(e, leaves, compute)

@@ -70,7 +70,7 @@ from functx.primitives.elementwise import _gelu32
 from functx.primitives.elementwise._common import scalar_float
 from functx.registry import Primitive
 from functx.registry.scalar import call, where
-from functx.tracing import bind
+from functx.tracing import bind, trace_function
 
 __all__ = ["layer_norm", "layer_norm_grad", "softmax", "log_softmax", "gelu", "gelu_grad",
            "layer_norm_p", "layer_norm_grad_p", "softmax_p", "log_softmax_p", "gelu_p",
@@ -231,20 +231,38 @@ def _ln_batch(args, dims, *, eps):
 
 # The same formula as _ln_grad_impl, in functx operations: the derivatives of layer_norm_grad
 # are its derivatives (every order exists; only second and higher orders pay for it).
-@in_float32
-def _ln_grad_composite(x: Any, w: Any, g: Any, *, eps: float) -> Any:
-    last = ndim_of(x) - 1
-    inv_d = 1.0 / shape_of(x)[-1]
+# ``mean(a)`` is the mean over the last axis, broadcastable against ``a``.
 
-    def mean(a: Any) -> Any:
-        return _ew.mul(_sum_keep(a, last), inv_d)
+def _mean_keep(a: Any) -> Any:
+    """The mean over the last axis with the axis kept (size 1)."""
+    return _ew.mul(_sum_keep(a, ndim_of(a) - 1), 1.0 / shape_of(a)[-1])
 
+
+def _mean_rows(a: Any) -> Any:
+    """The mean over the last axis broadcast back to ``a``'s shape: a row reduction, then
+    a broadcast and elementwise operations, which the CUDA compiler fuses with their
+    neighbours into one row kernel (``layer_norm``'s expansion)."""
+    shape = shape_of(a)
+    s = _red.reduce_sum(a, (len(shape) - 1,))
+    return _ew.mul(_shape.broadcast_in_dim(s, shape, tuple(range(len(shape) - 1))),
+                   1.0 / shape[-1])
+
+
+def _standardize(x: Any, eps: float, mean: Any = _mean_keep) -> tuple:
+    """``(xhat, rstd)``: ``x`` standardised over its last axis, and ``1 / std``."""
     c = _ew.sub(x, mean(x))
     rstd = _ew.rsqrt(_ew.add(mean(_ew.mul(c, c)), eps))
-    xhat = _ew.mul(c, rstd)
+    return _ew.mul(c, rstd), rstd
+
+
+def _ln_grad_formula(x: Any, w: Any, g: Any, *, eps: float, mean: Any = _mean_keep) -> Any:
+    xhat, rstd = _standardize(x, eps, mean)
     gw = _ew.mul(g, w)
     inner = _ew.sub(_ew.sub(gw, mean(gw)), _ew.mul(xhat, mean(_ew.mul(gw, xhat))))
     return _ew.mul(rstd, inner)
+
+
+_ln_grad_composite = in_float32(_ln_grad_formula)
 
 
 def _no_features(x: Any, w: Any, g: Any, *, eps: float) -> bool:
@@ -253,6 +271,27 @@ def _no_features(x: Any, w: Any, g: Any, *, eps: float) -> bool:
 
 
 layer_norm_grad_p.def_composite_rules(_ln_grad_composite, zero_if=_no_features)
+
+
+# The CUDA compiler's expansions (``prim.def_expand``): the same formulas with the row means
+# broadcast back (``_mean_rows``), so that a layer norm, the elementwise operations around it
+# and its gradient become one row kernel that reads each row once.
+def _ln_formula(x: Any, w: Any, b: Any, *, eps: float, mean: Any = _mean_keep) -> Any:
+    return _ew.add(_ew.mul(_standardize(x, eps, mean)[0], w), b)
+
+
+def _row_expansion(name: str, formula: Any) -> Any:
+    def expand(*avals: AbstractArray, eps: float) -> Any:
+        if avals[0].shape[-1] == 0:
+            return None
+        f = in_float32(formula)
+        return trace_function(lambda *xs: f(*xs, eps=eps, mean=_mean_rows), avals, {},
+                              name)[0]
+    return expand
+
+
+layer_norm_p.def_expand(_row_expansion("layer_norm", _ln_formula))
+layer_norm_grad_p.def_expand(_row_expansion("layer_norm_grad", _ln_grad_formula))
 
 
 @layer_norm_grad_p.def_batch
@@ -306,11 +345,7 @@ layer_norm_grads_p.def_impl(_cuda.layer_norm_grads, backend="cuda")
 def _ln_grads_composite(x: Any, w: Any, g: Any, *, eps: float) -> tuple:
     """``layer_norm_grads``'s outputs in functx operations (its derivatives' formula)."""
     lead = tuple(range(ndim_of(x) - 1))
-    last = ndim_of(x) - 1
-    inv_d = 1.0 / shape_of(x)[-1]
-    c = _ew.sub(x, _ew.mul(_sum_keep(x, last), inv_d))
-    xhat = _ew.mul(c, _ew.rsqrt(_ew.add(_ew.mul(_sum_keep(_ew.mul(c, c), last), inv_d), eps)))
-    dw = _ew.mul(g, xhat)
+    dw = _ew.mul(g, _standardize(x, eps)[0])
     return (_ln_grad_composite(x, w, g, eps=eps), _red.reduce_sum(dw, lead) if lead else dw,
             _red.reduce_sum(g, lead) if lead else g)
 

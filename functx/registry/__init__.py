@@ -83,7 +83,9 @@ buffer or a donated argument; ufunc primitives get one from ``unary``/``binary``
 ``beta = 1``), for a sum whose ``sums_operands`` primitive (``add``) reads it.
 ``prim.def_step_sum(fn)`` sums the primitive's results over a loop's steps from stacked
 operands (``scan``'s VJP sums weight cotangents after the loop). ``prim.def_inline(fn)``
-writes an opaque call (``custom_vjp_call``) as a trace that ``jit``'s optimiser inlines.
+writes an opaque call (``custom_vjp_call``) as a trace that ``jit``'s optimiser inlines;
+``prim.def_expand(fn)`` writes a fused primitive (``layer_norm``) as the trace of its
+formula, which the CUDA compiler expands where it fuses it with its neighbours.
 
 ``python -m functx.registry`` prints which rules every primitive has.
 """
@@ -113,7 +115,7 @@ class Primitive:
                  "save_inputs", "save_output", "vjp_selective", "has_zero_vjp", "none_cts", "jvp",
                  "batch", "dce", "cache_abstract_eval", "has_effects", "scalar", "simplify",
                  "cpu_arrays_impl", "accumulate_impls", "sums_operands", "step_sum",
-                 "inline", "_impl_cache",
+                 "inline", "expand", "_impl_cache",
                  "__weakref__")
 
     def __init__(self, name: str, *, multiple_results: bool = False,
@@ -171,6 +173,8 @@ class Primitive:
         self.step_sum: Callable | str | None = None
         # optional: the primitive as a trace of other primitives (def_inline)
         self.inline: Callable | None = None
+        # optional: a composite a fusing compiler may expand the primitive into (def_expand)
+        self.expand: Callable | None = None
         (REGISTRY if registry is None else registry).register(self)
 
     def __repr__(self) -> str:
@@ -416,6 +420,23 @@ class Primitive:
             >>> custom_vjp_call_p.def_inline(lambda *avals, call: trace_of(call.fwd, avals))
         """
         self.inline = fn
+        return fn
+
+    def def_expand(self, fn: Callable) -> Callable:
+        """Say how an equation of this primitive is written as a trace of fusible
+        primitives (optional; for a fused primitive, ``layer_norm`` say): where the
+        compiler can fuse that trace with the equation's neighbours into one kernel (the
+        CUDA row kernels of :mod:`functx.compiler.cuda`), it expands the equation, so that a
+        layer norm, the elementwise operations after it and its gradient read memory once.
+
+        Args:
+            fn: ``fn(*avals, **params) -> Trace | None``: a closed trace with one input per
+                operand and the equation's outputs, or None to keep the equation.
+
+        Example:
+            >>> layer_norm_p.def_expand(lambda *avals, eps: trace_of(formula, avals, eps))
+        """
+        self.expand = fn
         return fn
 
     def def_simplify(self, rule: Callable) -> Callable:
