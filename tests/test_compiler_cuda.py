@@ -23,7 +23,7 @@ import functx.compiler as compiler
 import functx.nn as fnn
 import functx.numpy as fnp
 from functx.compiler import cuda as gen
-from functx.compiler import partition
+from functx.compiler import partition, passes
 from functx.compiler.lowering import fuse
 from functx.primitives import elementwise as ew
 from functx.primitives import reduction as red
@@ -142,13 +142,18 @@ def test_rows_too_short_or_too_long_are_not_phased(d: int) -> None:
 
 
 def row_program(phases: list, total: bool) -> Any:
-    """``x, w ->`` an elementwise start, then per phase a row reduction broadcast back
-    along the rows and combined with the running value, and optionally a total."""
+    """``x, w ->`` an elementwise start, then per phase a row reduction brought back to
+    the rows (``broadcast_in_dim``, or kept as ``(K, 1)``, an operation on it there, and
+    NumPy broadcasting) and combined with the running value; optionally a total."""
     def f(x: Any, w: Any) -> Any:
         v = ew.mul(ew.tanh(x), w)
-        for kind, op, u in phases:
+        for kind, op, u, keep in phases:
             r = {"sum": red.reduce_sum, "max": red.reduce_max, "min": red.reduce_min}[kind]
-            b = shp.broadcast_in_dim(r(v, (1,)), v.shape, (0,))
+            s = r(v, (1,))
+            if keep:  # a row statistic computed on as (K, 1), as keepdims=True code does
+                b = UNARY[(u + 3) % len(UNARY)](shp.reshape(s, (v.shape[0], 1)))
+            else:
+                b = shp.broadcast_in_dim(s, v.shape, (0,))
             v = UNARY[u % len(UNARY)](BINARY[op % len(BINARY)](v, b))
         return (v, red.reduce_sum(ew.mul(v, x), (0, 1))) if total else (v,)
     return f
@@ -158,7 +163,8 @@ def row_program(phases: list, total: bool) -> Any:
 def row_programs(draw: Any) -> tuple:
     rows, d = draw(st.integers(1, 40)), draw(st.integers(partition.MIN_ROW, 300))
     phases = draw(st.lists(st.tuples(st.sampled_from(["sum", "max", "min"]),
-                                     st.integers(0, 100), st.integers(0, 100)),
+                                     st.integers(0, 100), st.integers(0, 100),
+                                     st.booleans()),
                            min_size=1, max_size=3))
     return rows, d, phases, draw(st.booleans()), draw(st.integers(0, 2**31 - 1))
 
@@ -173,6 +179,38 @@ def test_row_programs_are_one_phased_kernel(program: tuple) -> None:
     main = kernels[0].source.split("kernel_finish")[0]  # one barrier per phase
     assert main.count("__syncthreads()") == len(phases) + total
     assert ("kernel_finish" in kernels[0].source) == total
+
+
+def softmax_keepdims(x: Any) -> Any:
+    m = fnp.max(x, axis=-1, keepdims=True)
+    e = fnp.exp(x - m)
+    return e / fnp.sum(e, axis=-1, keepdims=True)
+
+
+def rms_norm_loss(x: Any, w: Any) -> Any:
+    return fnp.sum(x / fnp.sqrt(fnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * w)
+
+
+@pytest.mark.parametrize("f,n_args", [(softmax_keepdims, 1),
+                                      (fx.value_and_grad(rms_norm_loss), 2),
+                                      (fx.value_and_grad(lambda x: fnp.sum(
+                                          softmax_keepdims(x) * x)), 1)],
+                         ids=["softmax", "rms_norm_step", "softmax_step"])
+def test_keepdims_statistics_written_by_hand_are_one_row_kernel(f: Any, n_args: int) -> None:
+    # the statistics kept as (K, 1) (a unit-axis reshape), computed on there (sqrt), and
+    # broadcast back NumPy's way all join the row cluster
+    args = [np.ones((64, 128), np.float32), np.ones(128, np.float32)][:n_args]
+    fused, kernels = fuse(passes.optimize(fx.make_trace(f)(*args)), "cuda")
+    assert [e.prim.name for e in fused.eqns] == ["fused"]
+    assert [k.launch["kind"] for k in kernels] == ["rows"]
+
+
+def test_a_row_vector_broadcast_along_the_columns_is_not_read_per_row() -> None:
+    # (K,) against (K, R) with K == R aligns with the columns (NumPy): not a row statistic
+    f = lambda x: x - red.reduce_sum(x, (1,))  # noqa: E731
+    x = np.arange(64.0 * 64).reshape(64, 64)
+    fused, kernels = fuse(fx.make_trace(f)(x), "cuda")
+    assert all(k.launch["kind"] != "rows" for k in kernels)
 
 
 def test_half_precision_loads_and_stores_round_once() -> None:
@@ -244,6 +282,17 @@ def test_row_programs_on_cuda_agree_with_the_cpu(program: tuple) -> None:
         want = f(*xs)
         got = fx.jit(f)(*to_dev(xs))
     assert_matches(got, want, "a phased row kernel", 1e-11, 1e-11)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_keepdims_statistics_on_cuda_match_the_cpu(dtype: Any, tol: float) -> None:
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((50, 300)).astype(dtype), rng.standard_normal(300).astype(dtype)
+    for f, args in [(softmax_keepdims, (x,)), (fx.value_and_grad(rms_norm_loss), (x, w)),
+                    (fx.grad(lambda x: fnp.sum(softmax_keepdims(x) * x)), (x,))]:
+        assert_matches(fx.jit(f)(*to_dev(list(args))), f(*args), "a keepdims row kernel",
+                       tol, tol)
 
 
 @needs_gpu

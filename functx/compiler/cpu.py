@@ -304,7 +304,8 @@ def generate(c: Cluster, name: str, math: types.ModuleType | None = None
             st = contiguous_strides(shape)
             by_axis = [0] * len(c.shape)
             for i, a in enumerate(axes):
-                by_axis[a] = st[i] if shape[i] != 1 else 0
+                if shape[i] != 1:  # a unit axis is never read, wherever it maps
+                    by_axis[a] = st[i]
             got = loads[key] = (f"a{len(loads)}", plan.add(by_axis), in_names[in_index[v]])
         return got[0]
 

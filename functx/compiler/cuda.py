@@ -407,10 +407,12 @@ def _phased(prog: Program, name: str) -> tuple[str, dict]:
     reads = [f"const {ct} {ld.name} = {ld.name}_r[e];" for ld, ct in loads]
     for j, r in enumerate(reds):
         lines.append(f"  {C_TYPES[r.acc]} acc{j} = {c_literal(r.identity(), r.acc)};")
+    per_element = [(v, x) for v, x in prog.stores if tuple(v.aval.shape) == c.shape]
+    per_row = [(v, x) for v, x in prog.stores if tuple(v.aval.shape) != c.shape]
     for p in range(n_loops + 1):
         mine = [j for j, r in enumerate(reds)
                 if (j in totals and p == n_loops) or (j not in totals and phase(r.element) == p)]
-        stores = prog.stores if p == n_loops else []
+        stores = per_element if p == n_loops else []
         if not mine and not stores:
             continue
         em = CEmitter(f"t{p}_")
@@ -440,6 +442,14 @@ def _phased(prog: Program, name: str) -> tuple[str, dict]:
             if v in src.outs:
                 lines.append(f"  if (threadIdx.x == 0) out{src.outs.index(v)}[k] = "
                              f"{_stored(dt, reds[j].acc, f'acc{j}')};")
+    if per_row:  # row statistics used after the kernel: one value a row, by thread 0
+        em = CEmitter("q")
+        for v, expr in per_row:
+            em.lines.append(f"out{src.outs.index(v)}[k] = "
+                            f"{_stored(v.aval.dtype, expr.dtype, em(expr))};")
+        lines += ["  if (threadIdx.x == 0) {",
+                  *[f"    const {ct} {ld.name} = {ld.name}_r[0];" for ld, ct in loads],
+                  *["    " + ln for ln in em.lines], "  }"]
     lines.append("}")
     launch = {"kind": "rows", "grid": (K,), "block": (T,), "K": K}
     source = "\n".join(lines) + "\n"

@@ -49,7 +49,7 @@ class Cluster:
     """
 
     __slots__ = ("eqns", "shape", "reduce_axes", "inputs", "outputs", "totals", "phased",
-                 "_made", "_reduced")
+                 "_made", "_reduced", "_rows")
 
     def __init__(self, shape: tuple) -> None:
         self.eqns: list[Eqn] = []
@@ -61,6 +61,7 @@ class Cluster:
         self.phased = False
         self._made: set = set()      # elementwise results computed here
         self._reduced: set = set()   # reduction results computed here
+        self._rows: set = set()      # row-shaped elementwise results (phased clusters)
 
     def __repr__(self) -> str:
         names = " ".join(e.prim.name for e in self.eqns)
@@ -74,6 +75,9 @@ class Cluster:
             elif type(a) is Var and a not in self._made and a not in self.inputs:
                 self.inputs.append(a)
         (self._reduced if is_reduction else self._made).update(e.outputs)
+        if not is_reduction and tuple(e.outputs[0].aval.shape) != self.shape:
+            self._rows.update(e.outputs)  # one value per row (see partition)
+            self.phased = True
         if is_reduction and self.reduce_axes not in (None, axes):
             self.totals.update(e.outputs)
             self.phased = True
@@ -175,6 +179,9 @@ def fusible(e: Eqn, policy: Callable | None = None, compute: dict | None = None
     out = e.outputs[0].aval
     if out.size == 0:
         return None
+    if rule.kind == "broadcast" and rule.operand_axes(
+            tuple(a.aval for a in e.inputs), out, **e.params) is None:
+        return None  # no index map for these shapes (a reshape that regroups axes)
     try:
         expr = scalar_expr(e, leaves, compute)
     except Exception:
@@ -202,19 +209,25 @@ def partition(trace: Trace, policy: Callable | None = None, compute: dict | None
     longest row it takes; 0 for none) lets a *row cluster* (one whose reductions reduce
     its last axis, rows of at most ``rows`` elements) go on past its reductions: a
     broadcast of a row reduction's result back along the rows joins it (the layer norm's
-    ``x - mean``), so do later row reductions (its variance) and reductions over every
-    axis (a loss). The generator computes such a *phased* cluster row by row, in phases
+    ``x - mean``), so do elementwise equations on the row statistics (``(K,)`` or
+    ``(K, 1)``: ``rsqrt(var + eps)``, a unit-axis reshape), later row reductions (its
+    variance) and reductions over every axis (a loss). The generator computes such a *phased* cluster row by row, in phases
     separated by its row reductions."""
     items: list = []
     where: dict = {}   # var -> index in items of the step computing it
     recent: dict = {}  # shape -> indices of the most recent clusters of that shape
+    row_clusters: dict = {}  # kept shape -> indices of row clusters (rows > 0)
     for e in trace.eqns:
         info = fusible(e, policy, compute)
         target = None
         if info is not None:
             kind, shape = info
             axes = tuple(e.prim.scalar.axes(**e.params)) if kind == "reduction" else None
-            for idx in reversed(recent.get(shape, [])[-SEARCH:]):
+            near = recent.get(shape, [])[-SEARCH:]
+            if rows and kind != "reduction":  # a row statistic may join its row cluster
+                kept = shape[:-1] if shape[-1:] == (1,) else shape
+                near = sorted(set(near) | set(row_clusters.get(kept, [])[-SEARCH:]))
+            for idx in reversed(near):
                 if _can_join(items[idx], idx, e, where, kind, axes, rows):
                     target = idx
                     break
@@ -222,7 +235,10 @@ def partition(trace: Trace, policy: Callable | None = None, compute: dict | None
                 items.append(Cluster(shape))
                 target = len(items) - 1
                 recent.setdefault(shape, []).append(target)
-            items[target].add(e, kind == "reduction", axes)
+            c = items[target]
+            c.add(e, kind == "reduction", axes)
+            if rows and _is_row(c, rows) and target not in row_clusters.get(c.shape[:-1], ()):
+                row_clusters.setdefault(c.shape[:-1], []).append(target)
         else:
             items.append(e)
             target = len(items) - 1
@@ -237,26 +253,39 @@ def _is_row(c: Cluster, rows: int) -> bool:
     return rows > 0 and c.reduce_axes == (rank - 1,) and MIN_ROW <= c.shape[-1] <= rows
 
 
-def _reads_row_result(c: Cluster, e: Eqn, a: Var) -> bool:
-    """Whether ``e`` broadcasts the row reduction result ``a`` back along ``c``'s rows."""
-    if e.prim.scalar.kind != "broadcast" or a in c.totals:
-        return False
+def _row_shaped(c: Cluster, shape: tuple) -> bool:
+    """Whether ``shape`` is ``c``'s row shape: its kept axes, with or without the last
+    axis as a unit axis (a row statistic, ``(K, 1)`` or ``(K,)``)."""
+    shape = tuple(shape)
+    return shape != c.shape and (shape == c.shape[:-1] or shape == c.shape[:-1] + (1,))
+
+
+def _reads_per_row(c: Cluster, e: Eqn, a: Var) -> bool:
+    """Whether ``e`` reads the row-shaped value ``a`` one value per row of ``c``: its axes
+    of size above 1 map to ``c``'s kept axes of those sizes, in order (a ``(K,)`` operand
+    broadcast NumPy's way against ``(K, R)`` aligns with the rows' axis: refused)."""
     avals = tuple(x.aval for x in e.inputs)
     maps = e.prim.scalar.operand_axes(avals, e.outputs[0].aval, **e.params)
-    rank = len(c.shape)
-    return all(tuple(m) == tuple(range(rank - 1)) for x, m in zip(e.inputs, maps) if x is a)
+    want = [i for i in range(len(c.shape) - 1) if c.shape[i] != 1]
+    return maps is not None and all(
+        [m for m, d in zip(ax, a.aval.shape) if d != 1] == want
+        for x, ax in zip(e.inputs, maps) if x is a)
 
 
 def _can_join(c: Cluster, idx: int, e: Eqn, where: dict, kind: str, axes: tuple | None,
               rows: int = 0) -> bool:
+    out_shape = tuple(e.outputs[0].aval.shape)
+    if kind != "reduction" and out_shape != c.shape and not (  # one value per row
+            _is_row(c, rows) and _row_shaped(c, out_shape)):
+        return False
     if kind == "reduction" and c.reduce_axes not in (None, axes):
         if not (_is_row(c, rows) and axes == tuple(range(len(c.shape)))):
             return False
     for a in e.inputs:
         if type(a) is not Var:
             continue
-        if a in c._reduced:
-            if _is_row(c, rows) and _reads_row_result(c, e, a):
+        if a in c._reduced or a in c._rows:  # a row statistic: read per row, in a phase
+            if a not in c.totals and _is_row(c, rows) and _reads_per_row(c, e, a):
                 continue
             return False
         if a in c._made:

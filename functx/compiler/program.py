@@ -93,7 +93,8 @@ class Program:
                 st = contiguous_strides(shape)
                 by_axis = [0] * rank
                 for i, a in enumerate(axes):
-                    by_axis[a] = st[i] if shape[i] != 1 else 0
+                    if shape[i] != 1:  # a unit axis is never read, wherever it maps
+                        by_axis[a] = st[i]
                 ld = Load(f"a{len(self.loads)}", index[v], v, by_axis)
                 self.loads.append(ld)
                 got = keyed[(v, axes)] = var(ld.name, self.dtype(v))

@@ -203,6 +203,23 @@ reshape_p.def_jvp(_b.linear_jvp(reshape_p))
 reshape_p.def_step_sum(linear=True)
 
 
+def _unit_reshape_axes(avals: tuple, out: AbstractArray, *, new_sizes: tuple) -> tuple | None:
+    """A reshape that only inserts or removes axes of size 1 maps the input's other axes,
+    in order, to the output's (its unit axes are never read: mapped to axis 0); any other
+    reshape is no index map (None)."""
+    (x,) = avals
+    big = [i for i, d in enumerate(new_sizes) if d != 1]
+    if not new_sizes or [d for d in x.shape if d != 1] != [new_sizes[i] for i in big]:
+        return None
+    it = iter(big)
+    return (tuple(next(it) if d != 1 else 0 for d in x.shape),)
+
+
+# compiler rules: a reshape that inserts or removes unit axes is an index map (a row
+# statistic kept as (K, 1), then broadcast against (K, R), fuses with its row kernel)
+reshape_p.def_scalar(lambda x, *, out, new_sizes: x, operand_axes=_unit_reshape_axes)
+
+
 @reshape_p.def_simplify
 def _reshape_simplify(args, out, *, new_sizes):
     """``reshape`` to the same shape -> ``x``; a reshape of a reshape -> one reshape."""

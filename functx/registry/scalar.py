@@ -29,7 +29,10 @@ Three kinds of rule:
 * ``"elementwise"``: one output element from the inputs' elements at the same position,
   operands broadcast as NumPy does (aligned at the right, size-1 axes repeated);
 * ``"broadcast"``: the same, with ``operand_axes(in_avals, out, **params)`` saying which
-  output axis each input axis maps to (``broadcast_in_dim``'s ``broadcast_dimensions``);
+  output axis each input axis maps to (``broadcast_in_dim``'s ``broadcast_dimensions``;
+  an axis of size 1 is never read, wherever it maps), or None where the primitive is no
+  index map for these shapes (a ``reshape`` that regroups axes: only one that inserts or
+  removes unit axes fuses);
 * ``"reduction"``: ``combine(acc, x)`` folds one element into an accumulator that starts at
   ``identity(dtype)``; ``axes(**params)`` are the reduced axes of the input, and
   ``accumulator(dtype)`` the accumulator's dtype (a float32 sum accumulates in float64 and
