@@ -213,6 +213,19 @@ def test_a_row_vector_broadcast_along_the_columns_is_not_read_per_row() -> None:
     assert all(k.launch["kind"] != "rows" for k in kernels)
 
 
+def test_an_input_read_only_where_an_output_is_written_may_share_its_memory() -> None:
+    # jit's memory planner may hand a dying input's buffer to such an output; those two
+    # are then not declared __restrict__. A broadcast read never shares.
+    x, b = np.ones((64, 256), np.float32), np.ones(256, np.float32)
+    (k,) = kernels_for(lambda a, c: fnp.tanh(a) * c, x, b)
+    assert k.inplace == {(0, 0)}
+    assert "const float* in0" in k.source and "const float* __restrict__ in1" in k.source
+    (k,) = kernels_for(lambda a: red.reduce_sum(fnp.exp(a) * 2.0, (0,)), x)
+    assert k.inplace == frozenset()  # a reduction's result is no element of its input
+    (k,) = kernels_for(fx.value_and_grad(ln_gelu), *ln_gelu_args(64, 256))
+    assert (0, 1) in k.inplace  # the phased kernel reads its rows into registers first
+
+
 def test_half_precision_loads_and_stores_round_once() -> None:
     x = np.ones(1000, ml_dtypes.bfloat16)
     k = kernels_for(lambda a: fnp.tanh(a * a) + a, x)[0]

@@ -143,9 +143,12 @@ class _Source:
         total = max(int(np.prod(c.shape, dtype=np.int64)), 1)
         self.itype = "long long" if total >= 2 ** 31 - 1 else "int"
         self.outs = list(c.outputs)
-        self.params = [f"const {_storage(v.aval.dtype)}* __restrict__ in{i}"
+        # an input and an output that may share memory are not declared __restrict__
+        self.inplace = _inplace_pairs(prog)
+        ins, outs = {i for i, _ in self.inplace}, {j for _, j in self.inplace}
+        self.params = [f"const {_storage(v.aval.dtype)}* {'' if i in ins else '__restrict__ '}in{i}"
                        for i, v in enumerate(c.inputs)]
-        self.params += [f"{_storage(v.aval.dtype)}* __restrict__ out{i}"
+        self.params += [f"{_storage(v.aval.dtype)}* {'' if i in outs else '__restrict__ '}out{i}"
                         for i, v in enumerate(self.outs)]
         self.includes = {"#include <cuda_fp16.h>" for v in [*c.inputs, *self.outs]
                          if np.dtype(v.aval.dtype) == F16}
@@ -465,10 +468,35 @@ def _phased(prog: Program, name: str) -> tuple[str, dict]:
 def generate_cuda(prog: Program, name: str) -> tuple[str, dict]:
     """The CUDA C source of a cluster's program (``Program(cluster, COMPUTE)``) as a kernel
     ``name(in..., out...[, part...])`` of contiguous arrays (outputs in the order of
-    ``cluster.outputs``), and its launch configuration."""
+    ``cluster.outputs``), and its launch configuration (with ``"inplace"``: the (input,
+    output) pairs that may share memory, see :func:`_inplace_pairs`)."""
     if prog.cluster.phased:
-        return _phased(prog, name)
-    return _reduction(prog, name) if prog.reductions else _elementwise(prog, name)
+        source, launch = _phased(prog, name)
+    else:
+        source, launch = (_reduction if prog.reductions else _elementwise)(prog, name)
+    launch["inplace"] = _inplace_pairs(prog)
+    return source, launch
+
+
+def _inplace_pairs(prog: Program) -> frozenset:
+    """The (input, output) index pairs that may share memory (jit's memory planner hands
+    a dying input's buffer to the output): the output is stored one element at a time and
+    every load of the input walks the iteration space as that store does, so each element
+    is read by the thread that writes it, before it writes it (a phased kernel reads its
+    row into registers first). Same shape and dtype."""
+    c = prog.cluster
+    nest = prog.loop_nest()
+    store = nest.stride("store")
+    stored = {v for v, _ in prog.stores if tuple(v.aval.shape) == c.shape}
+    pairs = set()
+    for i, u in enumerate(c.inputs):
+        loads = [ld for ld in prog.loads if ld.var is u]
+        if not loads or any(nest.stride(ld.name) != store for ld in loads):
+            continue
+        pairs.update((i, j) for j, v in enumerate(c.outputs) if v in stored
+                     and (tuple(u.aval.shape), u.aval.dtype) == (tuple(v.aval.shape),
+                                                                 v.aval.dtype))
+    return frozenset(pairs)
 
 
 _LOCK = threading.Lock()
@@ -489,7 +517,7 @@ class CudaKernel:
         self.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.outputs]
         self.cluster = c
         self.parallel = True
-        self.inplace = frozenset()  # (input, output) pairs that may share memory: none
+        self.inplace = self.launch["inplace"]  # (input, output) pairs that may share memory
         reduced = {r.var for r in prog.reductions}
         self._reduced = [i for i, v in enumerate(self.outputs) if v in reduced]
         self._fns: dict = {}

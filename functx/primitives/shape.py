@@ -1,4 +1,5 @@
-"""Shape primitives: reshape, broadcasting, transposes, squeezing, slicing, padding, reversal.
+"""Shape primitives: reshape, broadcasting, transposes, squeezing, slicing, padding (and
+reversal, ``rev``, defined in :mod:`functx.primitives.rev` and re-exported here).
 
 Static parameters are tuples of non-negative ints (the wrappers normalise negative axes).
 ``dynamic_slice`` and ``dynamic_update_slice`` take their start indices as extra scalar
@@ -30,6 +31,7 @@ from functx.primitives import indexing as _ix
 from functx.primitives import reduction as _red
 from functx.primitives._util import fmt, ndim_of, normalize_axes, same_dtypes, shape_of
 from functx.primitives.cuda import shape as _cuda
+from functx.primitives.rev import rev, rev_p  # noqa: F401  (reversal: its own module)
 from functx.registry import Primitive
 from functx.registry.rewrite import Rewrite
 from functx.tracing import Tracer, bind
@@ -203,20 +205,17 @@ reshape_p.def_jvp(_b.linear_jvp(reshape_p))
 reshape_p.def_step_sum(linear=True)
 
 
+# compiler rules: a reshape that only inserts or removes unit axes is an index map (the
+# input's other axes map in order to the output's; its unit axes, never read, map to 0), so
+# a row statistic kept as (K, 1) fuses with its row kernel; any other reshape is none (None)
 def _unit_reshape_axes(avals: tuple, out: AbstractArray, *, new_sizes: tuple) -> tuple | None:
-    """A reshape that only inserts or removes axes of size 1 maps the input's other axes,
-    in order, to the output's (its unit axes are never read: mapped to axis 0); any other
-    reshape is no index map (None)."""
-    (x,) = avals
     big = [i for i, d in enumerate(new_sizes) if d != 1]
-    if not new_sizes or [d for d in x.shape if d != 1] != [new_sizes[i] for i in big]:
+    if not new_sizes or [d for d in avals[0].shape if d != 1] != [new_sizes[i] for i in big]:
         return None
     it = iter(big)
-    return (tuple(next(it) if d != 1 else 0 for d in x.shape),)
+    return (tuple(next(it) if d != 1 else 0 for d in avals[0].shape),)
 
 
-# compiler rules: a reshape that inserts or removes unit axes is an index map (a row
-# statistic kept as (K, 1), then broadcast against (K, R), fuses with its row kernel)
 reshape_p.def_scalar(lambda x, *, out, new_sizes: x, operand_axes=_unit_reshape_axes)
 
 
@@ -785,33 +784,3 @@ def pad(x: Any, padding_value: Any, padding_config: Sequence[Sequence[int]]) -> 
         padding_value = constant(x, padding_value, (), x.dtype)
     return bind(pad_p, x, padding_value,
                 padding_config=tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config))
-
-
-# -- rev -------------------------------------------------------------------------------------
-
-rev_p = Primitive("rev")
-
-
-@rev_p.def_abstract_eval
-def _rev_aval(x: AbstractArray, *, dimensions: tuple[int, ...]) -> AbstractArray:
-    if normalize_axes("rev", dimensions, x.ndim) != dimensions:
-        raise ShapeError(f"rev: dimensions must be non-negative; got {dimensions} for {x}.")
-    return x
-
-
-rev_p.def_impl(lambda xp, x, *, dimensions: x[tuple(
-    _pyslice(None, None, -1 if i in dimensions else 1) for i in range(x.ndim))])
-rev_p.def_vjp(lambda ct, ins, out, *, dimensions: (rev(ct, dimensions),))
-rev_p.def_jvp(_b.linear_jvp(rev_p))
-
-
-@rev_p.def_batch
-def _rev_batch(args, dims, *, dimensions):
-    (x,), (d,) = args, dims
-    return rev(x, tuple(i + (i >= d) for i in dimensions)), d
-
-
-def rev(x: Any, dimensions: Sequence[int]) -> Any:
-    """``x`` reversed along the axes ``dimensions``."""
-    return bind(rev_p, x, dimensions=tuple(
-        sorted(normalize_axes("rev", tuple(int(d) for d in dimensions), ndim_of(x)))))
