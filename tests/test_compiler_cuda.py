@@ -321,6 +321,25 @@ def test_layer_norm_gelu_step_as_one_row_kernel_matches_the_cpu(dtype: Any, tol:
     assert_matches(got, want, "ln_gelu's step fused", tol, tol)
 
 
+@needs_gpu
+@pytest.mark.parametrize("lead,d,dtype", [((2, 35), 300, np.float32),
+                                          ((3,), gen.ROW_MAX, np.float64)],
+                         ids=["two-kept-axes", "longest-rows-float64"])
+def test_phased_kernels_over_several_kept_axes_and_the_longest_rows(lead: tuple, d: int,
+                                                                    dtype: Any) -> None:
+    # kept axes (2, 35) flattened to one row index; rows of ROW_MAX float64 elements,
+    # 1024 threads holding 16 each of five loads (the kernel's launch bounds let it spill)
+    rng = np.random.default_rng(1)
+    x, g = (rng.standard_normal(lead + (d,)).astype(dtype) for _ in range(2))
+    w, b = rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype)
+    step = fx.value_and_grad(ln_gelu)
+    (k,) = kernels_for(step, x, w, b, g)
+    assert k.launch["kind"] == "rows" and k.launch["grid"] == (int(np.prod(lead)),)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    assert_matches(fx.jit(step)(*to_dev([x, w, b, g])), step(x, w, b, g),
+                   "a phased kernel", tol, tol)
+
+
 LAYOUTS = [((4096, 300), (1,)), ((300, 4096), (0,)), ((1 << 20,), (0,)), ((3, 5, 7), (0, 2)),
            ((64, 1, 33), (2,)), ((2, 40000), (0, 1)), ((5, 3000, 2), (1,)), ((7, 9), (0,))]
 
