@@ -202,6 +202,20 @@ def clusters(f: Any, *args: Any) -> list:
     return [s for s in part.partition(t) if isinstance(s, part.Cluster)]
 
 
+@pytest.mark.parametrize("new,fuses", [((6, 1), True), ((1, 6, 1), True), ((2, 3), False)])
+def test_a_reshape_fuses_only_where_it_inserts_or_removes_unit_axes(new: tuple,
+                                                                   fuses: bool) -> None:
+    # reshape's scalar rule: an index map for unit axes only (operand_axes declines a
+    # reshape that regroups axes); fused or not, jit computes what eager does
+    def f(x):
+        return ew.mul(ew.exp(sh.reshape(ew.sin(x), new)), 2.0)
+
+    x = np.linspace(-1.0, 1.0, 6)
+    cs = clusters(f, x)
+    assert any("reshape" in [e.prim.name for e in c.eqns] for c in cs) == fuses
+    np.testing.assert_allclose(fx.jit(f)(x), f(x), rtol=1e-15)
+
+
 def test_elementwise_chain_is_one_cluster() -> None:
     def f(x):
         for _ in range(10):

@@ -6,6 +6,9 @@ Which equations are fusible, and how each computes one element, comes from the r
 shared by the code generators (the CPU's Numba loops, :mod:`functx.compiler.cpu`; a CUDA
 generator later): a :class:`Cluster` says what to compute, a generator says how.
 
+With ``rows`` (CUDA's), a row cluster may also read its own row reductions' results: a
+*phased* cluster, one block of threads per row (see :func:`partition`).
+
 The partition is greedy, in trace order. An equation joins a recent cluster of its
 iteration shape when every input it reads is computed inside that cluster (by an
 elementwise equation, not a reduction) or before the cluster runs; the cluster runs at the
@@ -211,8 +214,8 @@ def partition(trace: Trace, policy: Callable | None = None, compute: dict | None
     broadcast of a row reduction's result back along the rows joins it (the layer norm's
     ``x - mean``), so do elementwise equations on the row statistics (``(K,)`` or
     ``(K, 1)``: ``rsqrt(var + eps)``, a unit-axis reshape), later row reductions (its
-    variance) and reductions over every axis (a loss). The generator computes such a *phased* cluster row by row, in phases
-    separated by its row reductions."""
+    variance) and reductions over every axis (a loss). The generator computes such a
+    *phased* cluster row by row, in phases separated by its row reductions."""
     items: list = []
     where: dict = {}   # var -> index in items of the step computing it
     recent: dict = {}  # shape -> indices of the most recent clusters of that shape
