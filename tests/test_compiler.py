@@ -195,6 +195,24 @@ def test_expanded_layer_norms_compute_what_the_primitives_do(dtype: Any, rtol: f
     assert "layer_norm" in prims(kept) and "layer_norm_grad" not in prims(kept)
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_expanded_softmaxes_compute_what_the_primitives_do(name: str) -> None:
+    # prim.expand over the last axis only; a row of -inf gives what the primitive gives
+    import functx.nn as fnn
+    from functx.transforms.interpret import eval_trace
+    x = np.random.default_rng(4).standard_normal((6, 40))
+    x[2] = -np.inf
+    x[3, :5] = np.inf
+    f = lambda a: getattr(fnn, name)(a * 2.0, dim=-1)  # noqa: E731
+    t = fx.make_trace(f)(x)
+    out = checked(passes.expand(t, lambda e: True))
+    assert name not in prims(out) and "reduce_max" in prims(out)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(eval_trace(out, x)[0], eval_trace(t, x)[0])
+    other = fx.make_trace(lambda a: getattr(fnn, name)(a * 2.0, dim=0))(x)
+    assert name in prims(passes.expand(other, lambda e: True))  # another axis: kept
+
+
 # -- clustering decisions -------------------------------------------------------------------
 
 def clusters(f: Any, *args: Any) -> list:

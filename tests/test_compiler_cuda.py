@@ -141,6 +141,9 @@ def test_rows_too_short_or_too_long_are_not_phased(d: int) -> None:
     assert all(k.launch["kind"] != "rows" for k in kernels)
 
 
+KEEP_UNARY = [ew.tanh, ew.sin, ew.logistic, lambda x: ew.mul(ew.tanh(x), 0.5)]
+
+
 def row_program(phases: list, total: bool) -> Any:
     """``x, w ->`` an elementwise start, then per phase a row reduction brought back to
     the rows (``broadcast_in_dim``, or kept as ``(K, 1)``, an operation on it there, and
@@ -151,7 +154,9 @@ def row_program(phases: list, total: bool) -> Any:
             r = {"sum": red.reduce_sum, "max": red.reduce_max, "min": red.reduce_min}[kind]
             s = r(v, (1,))
             if keep:  # a row statistic computed on as (K, 1), as keepdims=True code does
-                b = UNARY[(u + 3) % len(UNARY)](shp.reshape(s, (v.shape[0], 1)))
+                # (a bounded function of it: exp of a sum of 300 terms, added to v, would
+                # leave v's digits to the rounding of the sum)
+                b = KEEP_UNARY[u % len(KEEP_UNARY)](shp.reshape(s, (v.shape[0], 1)))
             else:
                 b = shp.broadcast_in_dim(s, v.shape, (0,))
             v = UNARY[u % len(UNARY)](BINARY[op % len(BINARY)](v, b))
@@ -226,6 +231,20 @@ def test_an_input_read_only_where_an_output_is_written_may_share_its_memory() ->
     assert (0, 1) in k.inplace  # the phased kernel reads its rows into registers first
 
 
+def masked_softmax_loss(s: Any, mask: Any, g: Any) -> Any:
+    """Attention's probabilities written out: scale, additive mask, softmax."""
+    return fnp.sum(fnn.softmax(s * 0.125 + mask, dim=-1) * g)
+
+
+def test_a_softmax_and_what_feeds_it_are_one_row_kernel_each_way() -> None:
+    s = np.ones((4, 64, 64), np.float32)
+    mask = np.where(np.tri(64, dtype=bool), 0.0, -np.inf).astype(np.float32)
+    fused, kernels = fuse(passes.optimize(fx.make_trace(fx.value_and_grad(masked_softmax_loss))(
+        s, mask, s)), "cuda")
+    assert "softmax" not in [e.prim.name for e in fused.eqns]
+    assert [k.launch["kind"] for k in kernels] == ["rows"]  # the forward, loss and VJP
+
+
 def test_half_precision_loads_and_stores_round_once() -> None:
     x = np.ones(1000, ml_dtypes.bfloat16)
     k = kernels_for(lambda a: fnp.tanh(a * a) + a, x)[0]
@@ -294,7 +313,24 @@ def test_row_programs_on_cuda_agree_with_the_cpu(program: tuple) -> None:
     with np.errstate(all="ignore"):
         want = f(*xs)
         got = fx.jit(f)(*to_dev(xs))
-    assert_matches(got, want, "a phased row kernel", 1e-11, 1e-11)
+    # float64; each phase adds a sum of up to 300 terms (|sum| ~ 100) to every element, in
+    # another order than NumPy's pairwise sum: ~1e-14 relative per phase, then amplified
+    assert_matches(got, want, "a phased row kernel", 1e-9, 1e-9)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_expanded_softmaxes_on_cuda_match_the_cpu(dtype: Any, tol: float) -> None:
+    rng = np.random.default_rng(6)
+    s, g = (rng.standard_normal((3, 100, 100)).astype(dtype) for _ in range(2))
+    mask = np.where(np.tri(100, dtype=bool), 0.0, -np.inf).astype(dtype)
+    mask[7] = -np.inf  # a fully masked row: NaN, as the primitive gives
+    step = fx.value_and_grad(masked_softmax_loss, argnums=(0, 2))
+    with np.errstate(all="ignore"):
+        assert_matches(fx.jit(step)(*to_dev([s, mask, g])), step(s, mask, g),
+                       "softmax expanded", tol, tol)
+    ls = lambda a: fnn.log_softmax(a * 3.0, dim=-1) + a  # noqa: E731
+    assert_matches(fx.jit(ls)(*to_dev([s])), ls(s), "log_softmax expanded", tol, tol)
 
 
 @needs_gpu

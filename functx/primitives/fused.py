@@ -280,18 +280,21 @@ def _ln_formula(x: Any, w: Any, b: Any, *, eps: float, mean: Any = _mean_keep) -
     return _ew.add(_ew.mul(_standardize(x, eps, mean)[0], w), b)
 
 
-def _row_expansion(name: str, formula: Any) -> Any:
-    def expand(*avals: AbstractArray, eps: float) -> Any:
-        if avals[0].shape[-1] == 0:
+def _row_expansion(name: str, formula: Any, **extra: Any) -> Any:
+    """The expansion rule of a primitive over the last axis (None for empty rows, or
+    where its ``axis`` parameter is another): the trace of ``formula(*operands,
+    **params, **extra)`` evaluated as the primitive does (``in_float32``)."""
+    def expand(*avals: AbstractArray, **params: Any) -> Any:
+        if avals[0].shape[-1] == 0 or params.get("axis", avals[0].ndim - 1) != avals[0].ndim - 1:
             return None
         f = in_float32(formula)
-        return trace_function(lambda *xs: f(*xs, eps=eps, mean=_mean_rows), avals, {},
-                              name)[0]
+        return trace_function(lambda *xs: f(*xs, **params, **extra), avals, {}, name)[0]
     return expand
 
 
-layer_norm_p.def_expand(_row_expansion("layer_norm", _ln_formula))
-layer_norm_grad_p.def_expand(_row_expansion("layer_norm_grad", _ln_grad_formula))
+layer_norm_p.def_expand(_row_expansion("layer_norm", _ln_formula, mean=_mean_rows))
+layer_norm_grad_p.def_expand(_row_expansion("layer_norm_grad", _ln_grad_formula,
+                                            mean=_mean_rows))
 
 
 @layer_norm_grad_p.def_batch
@@ -440,6 +443,24 @@ def _axis_batch(prim: Primitive):
     return rule
 
 
+def _softmax_rows(x: Any, *, axis: int, log: bool) -> Any:
+    """softmax (``log``: log_softmax) over the last axis as ``_softmax_impl`` computes it,
+    the row statistics broadcast back: the CUDA compiler's expansion, fused with the
+    operations around it into one row kernel (``x * scale + mask`` of attention)."""
+    shape = shape_of(x)
+    lead = tuple(range(len(shape) - 1))
+
+    def back(s: Any) -> Any:
+        return _shape.broadcast_in_dim(s, shape, lead)
+
+    m = back(_red.reduce_max(x, (axis,)))
+    s = _ew.sub(x, _ew.select(_ew.is_finite(m), m, _ew.scalar(m, 0)))
+    if log:
+        return _ew.sub(s, back(_ew.log(_red.reduce_sum(_ew.exp(s), (axis,)))))
+    e = _ew.exp(s)
+    return _ew.div(e, back(_red.reduce_sum(e, (axis,))))
+
+
 softmax_p = Primitive("softmax")
 softmax_p.def_abstract_eval(_softmax_aval("softmax"))
 softmax_p.def_impl(_softmax_impl)
@@ -449,6 +470,7 @@ softmax_p.def_vjp(lambda ct, ins, out, *, axis: (
 softmax_p.def_jvp(lambda tangents, primals, out, *, axis: None if tangents[0] is None else
                   _ew.mul(out, _ew.sub(tangents[0], _sum_keep(_ew.mul(tangents[0], out), axis))))
 softmax_p.def_batch(_axis_batch(softmax_p))
+softmax_p.def_expand(_row_expansion("softmax", _softmax_rows, log=False))
 
 log_softmax_p = Primitive("log_softmax")
 log_softmax_p.def_abstract_eval(_softmax_aval("log_softmax"))
@@ -459,6 +481,7 @@ log_softmax_p.def_vjp(lambda ct, ins, out, *, axis: (
 log_softmax_p.def_jvp(lambda tangents, primals, out, *, axis: None if tangents[0] is None else
                       _ew.sub(tangents[0], _sum_keep(_ew.mul(_ew.exp(out), tangents[0]), axis)))
 log_softmax_p.def_batch(_axis_batch(log_softmax_p))
+log_softmax_p.def_expand(_row_expansion("log_softmax", _softmax_rows, log=True))
 
 
 # log_softmax's VJP, ``g - exp(y) * sum(g)`` along the axis, as one primitive (one kernel on
