@@ -199,7 +199,7 @@ def _elementwise(prog: Program, name: str) -> tuple[str, dict]:
     lines += ["    " + ln for ln in body] + ["  }", "}"]
     blocks = min(max(math.ceil(n / BLOCK), 1), MAX_BLOCKS)
     return "\n".join(lines) + "\n", {"kind": "elementwise", "grid": (blocks,),
-                                    "block": (BLOCK,)}
+                                    "block": (BLOCK,), "inplace": src.inplace}
 
 
 def _reduction(prog: Program, name: str) -> tuple[str, dict]:
@@ -278,7 +278,7 @@ def _reduction(prog: Program, name: str) -> tuple[str, dict]:
     grid = (K, chunks) if row else (math.ceil(K / 32), chunks)
     block = (threads,) if row else (32, 8)
     launch = {"kind": "reduction", "grid": grid, "block": block, "chunks": chunks, "K": K,
-              "parts": [(chunks * K, r.acc) for r in reds]}
+              "parts": [(chunks * K, r.acc) for r in reds], "inplace": src.inplace}
     source = "\n".join(lines) + "\n"
     if chunks > 1:
         text, launch["finish"] = _finish(src, reds, name + "_finish", chunks, K)
@@ -454,7 +454,7 @@ def _phased(prog: Program, name: str) -> tuple[str, dict]:
                   *[f"    const {ct} {ld.name} = {ld.name}_r[0];" for ld, ct in loads],
                   *["    " + ln for ln in em.lines], "  }"]
     lines.append("}")
-    launch = {"kind": "rows", "grid": (K,), "block": (T,), "K": K}
+    launch = {"kind": "rows", "grid": (K,), "block": (T,), "K": K, "inplace": src.inplace}
     source = "\n".join(lines) + "\n"
     if totals:
         tot = [reds[j] for j in totals]
@@ -471,11 +471,8 @@ def generate_cuda(prog: Program, name: str) -> tuple[str, dict]:
     ``cluster.outputs``), and its launch configuration (with ``"inplace"``: the (input,
     output) pairs that may share memory, see :func:`_inplace_pairs`)."""
     if prog.cluster.phased:
-        source, launch = _phased(prog, name)
-    else:
-        source, launch = (_reduction if prog.reductions else _elementwise)(prog, name)
-    launch["inplace"] = _inplace_pairs(prog)
-    return source, launch
+        return _phased(prog, name)
+    return _reduction(prog, name) if prog.reductions else _elementwise(prog, name)
 
 
 def _inplace_pairs(prog: Program) -> frozenset:
