@@ -98,11 +98,11 @@ def fold_accumulations(trace: Trace, target: str) -> Trace:
 
 
 def expand_rows(trace: Trace) -> Trace:
-    """``trace`` with the fused primitives that have an expansion (``prim.expand``: the
-    layer norm and its gradient) written as their formulas where the CUDA generator fuses
-    those into a row kernel with a neighbour (a fusible equation over the same shape makes
-    an operand or reads the result), then optimised again (the forward and backward
-    passes' statistics are computed once)."""
+    """``trace`` with the fused primitives that have an expansion (``prim.expand``: layer
+    norm and its gradient, softmax, log_softmax) written as their formulas where the CUDA
+    generator fuses those into a row kernel with a neighbour (a fusible equation over the
+    same shape, or another expandable one, makes an operand or reads the result), then
+    optimised again (the forward and backward passes' statistics are computed once)."""
     producer = {v: e for e in trace.eqns for v in e.outputs}
     readers: dict = {}
     for e in trace.eqns:
