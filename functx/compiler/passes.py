@@ -32,8 +32,8 @@ from functx.registry.rewrite import Operand, Rewrite
 from functx.tracing import bind
 from functx.transforms.interpret import has_effects, prune
 
-__all__ = ["inline", "expand", "cse", "fold_constants", "simplify", "dce", "optimize", "FOLD_LIMIT",
-           "PASSES"]
+__all__ = ["inline", "expand", "cse", "fold_constants", "simplify", "dce", "optimize",
+           "FOLD_LIMIT", "PASSES"]
 
 # Constant folding computes results of at most this many elements (bigger ones, a zeros
 # array broadcast to a large shape say, are cheaper recomputed than stored).
